@@ -1,0 +1,29 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.graphdbg-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+# Runs the showcase sample under `graphdbg run` and prints the report.
+demo: $(STAMP)
+	$(BIN)/graphdbg run -o showcase.run samples/showcase.py
+	$(BIN)/graphdbg report showcase.run
+
+# pytest exits 5 when it collected no test: we say so loudly but let every
+# other non-zero status (failures, errors, interrupts) fail the target.
+test: $(STAMP)
+	@$(BIN)/python -m pytest -q -rfEs $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no test (exit 5)"; exit 0; fi; exit $$rc
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache showcase.run

@@ -1,0 +1,48 @@
+"""graphdbg: debug and profile PyTorch programs that run eagerly and as graphs.
+
+`import graphdbg` is light: torch and textual are imported only by the
+functions that need them (`graphdbg --help` and the pytest plugin start fast).
+"""
+
+from __future__ import annotations
+
+from .version import __version__
+
+__all__ = ["__version__", "capture", "open_run"]
+
+
+def open_run(path: str):
+    """Open a run file for reading (a `graphdbg.runfile.RunReader`)."""
+    from .runfile import RunReader
+    return RunReader(path)
+
+
+class capture:
+    """Capture a region of a program into a run file.
+
+        with graphdbg.capture("region.run") as run:
+            model(x)
+        print(run.path)
+    """
+
+    def __init__(self, path: str = "graphdbg-capture.run", *, values: str = "stats",
+                 eager: bool = True) -> None:
+        self.path = path
+        self.values = values
+        self.eager = eager
+        self._session = None
+
+    def __enter__(self) -> "capture":
+        from .hooks import CaptureSession
+        from .runfile import RunWriter
+        writer = RunWriter(self.path)
+        writer.set_meta(argv=["<capture>"], module=False, graphdbg=__version__)
+        self._session = CaptureSession(writer, values=self.values, eager=self.eager)
+        self._session.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None:
+            self._session.runtime_error(exc)
+        self._session.stop(exit_status=0 if exc is None else 1,
+                           status="complete" if exc is None else "failed")

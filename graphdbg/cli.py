@@ -1,0 +1,93 @@
+"""The `graphdbg` command. Imports neither torch nor textual at module level."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import GraphdbgError
+from .version import __version__
+
+VALUE_TIERS = ("none", "health", "stats", "full")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="graphdbg",
+        description="Debug and profile PyTorch programs that run eagerly and as graphs.")
+    p.add_argument("--version", action="version", version=f"graphdbg {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", help="run a script or module and capture it into a run file",
+        description="Run an unmodified script (or -m module) in this process, as python "
+                    "would, and capture compiled graphs, graph breaks, recompiles, errors "
+                    "and eager ops into one run file. Exits with the script's own status.",
+        usage="graphdbg run [options] (script.py | -m module) [args ...]")
+    run.add_argument("-m", dest="module", metavar="MODULE",
+                     help="run a library module as a script, like python -m")
+    run.add_argument("-o", "--output", metavar="PATH",
+                     help="run file to write (default: graphdbg-<script>.<pid>.run)")
+    run.add_argument("--values", choices=VALUE_TIERS, default="stats",
+                     help="how much of each tensor to record: none (shapes, dtypes, time), "
+                          "health (+NaN/Inf counts), stats (+min/max/mean/std/norm; "
+                          "default), full (+tensors, within a byte budget)")
+    run.add_argument("--no-eager", dest="eager", action="store_false",
+                     help="do not record eager aten ops (compiled side only)")
+    run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
+                     help="eager ops recorded one row each (later ones only counted "
+                          "and timed in the per-op summary; default 200000)")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="print nothing of graphdbg's own after the run")
+    run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
+    run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    rep = sub.add_parser("report", help="summarise a run file (newest in . by default)",
+                         description="Print a summary of a run file: problems with their "
+                                     "source lines, graphs, slowest eager ops.")
+    rep.add_argument("run", nargs="?", help="run file (default: newest *.run here)")
+    rep.add_argument("--json", action="store_true",
+                     help="print the JSON document (schema: docs/report-json.md)")
+    return p
+
+
+def _cmd_run(ns: argparse.Namespace) -> int:
+    from .runner import run_program
+    if ns.module:
+        args = ([ns.script] if ns.script else []) + ns.args
+        return run_program(ns.module, args, module=True, output=ns.output,
+                           values=ns.values, quiet=ns.quiet, eager=ns.eager,
+                           max_ops=ns.max_ops)
+    if not ns.script:
+        raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
+    return run_program(ns.script, ns.args, output=ns.output, values=ns.values,
+                       quiet=ns.quiet, eager=ns.eager, max_ops=ns.max_ops)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    ns = parser.parse_args(argv)
+    try:
+        if ns.command == "run":
+            return _cmd_run(ns)
+        if ns.command == "report":
+            from .report import main as report_main
+            return report_main(ns.run, ns.json)
+        parser.print_help()
+        return 2
+    except GraphdbgError as exc:
+        print(f"graphdbg: {exc}" if not str(exc).startswith("graphdbg") else str(exc),
+              file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug of ours: one line unless asked for more
+        if os.environ.get("GRAPHDBG_DEBUG"):
+            raise
+        print(f"graphdbg: internal error: {type(exc).__name__}: {exc} "
+              f"(GRAPHDBG_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 70
+    except KeyboardInterrupt:
+        print("graphdbg: interrupted", file=sys.stderr)
+        return 130

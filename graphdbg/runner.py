@@ -1,0 +1,126 @@
+"""`graphdbg run`: run a program in-process, exactly as `python script.py` or
+`python -m module` would, with the capture session around it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+
+from .errors import GraphdbgError
+
+
+def default_output(target: str, module: bool) -> str:
+    stem = target.rsplit(".", 1)[-1] if module else os.path.splitext(os.path.basename(target))[0]
+    return f"graphdbg-{stem}.{os.getpid()}.run"
+
+
+def _check_target(target: str, module: bool) -> None:
+    if module:
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError) as exc:
+            raise GraphdbgError(f"graphdbg run: cannot find module {target!r} ({exc})") from None
+        if spec is None:
+            raise GraphdbgError(f"graphdbg run: no module named {target!r}")
+        return
+    if not os.path.exists(target):
+        raise GraphdbgError(f"graphdbg run: no such file: {target}")
+    if os.path.isdir(target) and not os.path.exists(os.path.join(target, "__main__.py")):
+        raise GraphdbgError(f"graphdbg run: {target} is a directory without __main__.py")
+    if not os.access(target, os.R_OK):
+        raise GraphdbgError(f"graphdbg run: cannot read {target}")
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """Print the traceback as Python would: starting at the program's own frames."""
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if fn.startswith(here) or "runpy" in fn:
+            tb = tb.tb_next
+            continue
+        break
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_program(target: str, args: list[str], *, module: bool = False,
+                output: str | None = None, values: str = "stats", quiet: bool = False,
+                eager: bool = True, max_ops: int = 200_000) -> int:
+    _check_target(target, module)
+    output = output or default_output(target, module)
+    out_dir = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(out_dir):
+        raise GraphdbgError(f"graphdbg run: output directory does not exist: {out_dir}")
+
+    from .runfile import RunWriter
+    from .version import __version__
+
+    try:
+        from graphdbg.hooks import CaptureSession, check_torch_version
+    except ImportError as exc:
+        raise GraphdbgError(f"graphdbg run: cannot import torch ({exc})") from None
+    check_torch_version()
+
+    writer = RunWriter(output)
+    argv = [target, *args]
+    writer.set_meta(argv=(["-m"] if module else []) + argv, cwd=os.getcwd(),
+                    target=os.path.abspath(target) if not module else target,
+                    module=module, graphdbg=__version__)
+    session = CaptureSession(writer, values=values, eager=eager, max_ops=max_ops)
+
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    sys.argv = argv[:]
+    path0 = os.getcwd() if module else os.path.dirname(os.path.abspath(target))
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
+
+    status, state = 0, "complete"
+    t0 = time.time()
+    session.start()
+    try:
+        if module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        status = _exit_code(exc)
+    except KeyboardInterrupt as exc:
+        _print_user_traceback(exc)
+        session.runtime_error(exc)
+        status, state = 130, "interrupted"
+    except BaseException as exc:  # the program's own error: report it as Python would
+        _print_user_traceback(exc)
+        session.runtime_error(exc)
+        status, state = 1, "failed"
+    finally:
+        # A second Ctrl-C must not cut the run file short.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            session.stop(exit_status=status, status=state, wall_s=time.time() - t0)
+        finally:
+            signal.signal(signal.SIGINT, old)
+            sys.argv = saved_argv
+            if saved_path0 is not None and sys.path:
+                sys.path[0] = saved_path0
+    if not quiet:
+        from .report import print_run_summary
+        print_run_summary(output)
+    return status

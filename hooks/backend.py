@@ -1,0 +1,175 @@
+"""Compiled-side recorder: sees every Dynamo graph on its way to the backend.
+
+Every backend that Dynamo uses (a string name, a callable, inductor with
+``mode=``/``options=``, a stance's backend, ``torch._dynamo.optimize``) is
+wrapped by ``torch._dynamo.eval_frame.get_compiler_fn`` in a
+``WrapBackendDebug``. Hooking its ``__call__`` records each graph without
+changing any object Dynamo compares or guards on, so the program compiles the
+same graphs as without graphdbg.
+
+The compiled callable is wrapped to time its calls, summarise its outputs and
+keep the eager recorder off while it runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+from torch._dynamo.repro.after_dynamo import WrapBackendDebug
+
+from graphdbg.runfile import dumps
+from graphdbg.sourcemap import Frame, innermost_user, parse_traceback
+
+from . import tensorstats
+from .frames import nn_module_path
+
+if TYPE_CHECKING:
+    from .session import CaptureSession
+
+_perf_ns = time.perf_counter_ns
+
+
+def _target_name(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
+    if node.op == "call_function":
+        try:
+            from torch.fx.node import _get_qualified_name
+            return _get_qualified_name(node.target)
+        except Exception:
+            return getattr(node.target, "__name__", str(node.target))
+    if node.op == "call_module":
+        try:
+            sub = gm.get_submodule(str(node.target))
+            return f"{node.target} ({type(sub).__name__})"
+        except Exception:
+            return str(node.target)
+    return str(node.target)
+
+
+def _describe_value(value: Any) -> tuple[list, list]:
+    shapes, dtypes = [], []
+    for v in tensorstats.flat_tensors(value):
+        s, d = tensorstats.describe(v)
+        shapes.append(s)
+        dtypes.append(d)
+    if not shapes and isinstance(value, torch.SymInt):
+        return [str(value)], ["SymInt"]
+    return shapes, dtypes
+
+
+def _arg_text(node: torch.fx.Node) -> str:
+    text = ", ".join([*(repr(a) if not isinstance(a, torch.fx.Node) else a.name for a in node.args),
+                      *(f"{k}={v.name if isinstance(v, torch.fx.Node) else repr(v)}"
+                        for k, v in node.kwargs.items())])
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+class BackendRecorder:
+    def __init__(self, session: "CaptureSession") -> None:
+        self.session = session
+        self._orig: Callable | None = None
+
+    def install(self) -> None:
+        orig = WrapBackendDebug.__call__
+        self._orig = orig
+        recorder = self
+
+        @functools.wraps(orig)
+        def __call__(wrapper, gm, example_inputs, **kwargs):
+            return recorder.compile(orig, wrapper, gm, example_inputs, kwargs)
+
+        __call__._graphdbg_hook = True
+        WrapBackendDebug.__call__ = __call__
+
+    def uninstall(self) -> None:
+        if self._orig is not None:
+            WrapBackendDebug.__call__ = self._orig
+            self._orig = None
+
+    # -- compile time ---------------------------------------------------------
+    def compile(self, orig, wrapper, gm, example_inputs, kwargs):
+        session = self.session
+        if not session.active:
+            return orig(wrapper, gm, example_inputs, **kwargs)
+        graph_id = session.new_graph_id()
+        try:
+            self._record_graph(graph_id, wrapper, gm, example_inputs)
+        except Exception as exc:
+            session.internal_error("graph recorder", exc)
+        t0 = time.perf_counter()
+        try:
+            compiled = orig(wrapper, gm, example_inputs, **kwargs)
+        except BaseException as exc:
+            session.writer.put_graph(graph_id, status="compile_error",
+                                     backend_time_s=time.perf_counter() - t0,
+                                     error=f"{type(exc).__name__}: {exc}"[:20000])
+            raise
+        session.writer.put_graph(graph_id, status="compiled",
+                                 backend_time_s=time.perf_counter() - t0)
+        return self._wrap_compiled(compiled, graph_id)
+
+    def _record_graph(self, graph_id: int, wrapper, gm: torch.fx.GraphModule,
+                      example_inputs: list) -> None:
+        w = self.session.writer
+        cid = torch._guards.CompileContext.current_compile_id()
+        backend = getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None)
+        n_ops = 0
+        for idx, node in enumerate(gm.graph.nodes):
+            if node.op in ("call_function", "call_method", "call_module"):
+                n_ops += 1
+            value = node.meta.get("example_value", node.meta.get("val"))
+            shapes, dtypes = _describe_value(value)
+            trace = node.meta.get("stack_trace") or ""
+            parsed = parse_traceback(trace)
+            frames = [f for f, _ in parsed]
+            stack = w.stack_id(frames, [c for _, c in parsed])
+            user = innermost_user(frames)
+            user_id = None
+            if user is not None:
+                code = next(c for f, c in parsed if f == user)
+                user_id = w.frame_id(user.file, user.line, user.function, code or None)
+            mpath, mcls = nn_module_path(node.meta.get("nn_module_stack"))
+            w.add("nodes", (graph_id, idx, node.name, node.op, _target_name(gm, node),
+                            dumps(shapes), dumps(dtypes), user_id, stack, mpath, mcls,
+                            _arg_text(node)))
+        try:
+            code = gm.code
+        except Exception:
+            code = None
+        w.put_graph(graph_id, compile_id=str(cid) if cid is not None else None,
+                    backend=str(backend), n_nodes=len(gm.graph.nodes), n_ops=n_ops,
+                    n_inputs=len(example_inputs), status="compiling", graph_code=code,
+                    created_seq=self.session.next_seq())
+
+    # -- run time ---------------------------------------------------------------
+    def _wrap_compiled(self, fn: Callable, graph_id: int) -> Callable:
+        counter = itertools.count()
+        run = self._run
+        if getattr(fn, "_boxed_call", False):
+            def compiled_graph(args):
+                return run(fn, graph_id, counter, (args,))
+            compiled_graph._boxed_call = True
+        else:
+            def compiled_graph(*args):
+                return run(fn, graph_id, counter, args)
+        compiled_graph._graphdbg_graph_id = graph_id
+        compiled_graph._graphdbg_inner = fn
+        return compiled_graph
+
+    def _run(self, fn: Callable, graph_id: int, counter, args: tuple):
+        session = self.session
+        token = session.enter_compiled()
+        try:
+            t0 = _perf_ns()
+            out = fn(*args)
+            dt = _perf_ns() - t0
+            try:  # still inside: the summaries' own ops are not eager work
+                session.record_call(graph_id, next(counter), dt, out)
+            except Exception as exc:
+                session.internal_error("call recorder", exc)
+        finally:
+            session.exit_compiled(token)
+        return out

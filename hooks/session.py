@@ -1,0 +1,210 @@
+"""A capture session: owns the run-file writer and installs the recorders.
+
+    session = CaptureSession(RunWriter("x.run"), values="stats")
+    session.start()
+    ...   # the program runs
+    session.stop(exit_status=0)
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
+
+from graphdbg.runfile import RunWriter, dumps
+from graphdbg.sourcemap import Frame, is_internal
+
+from . import tensorstats
+from .backend import BackendRecorder
+from .eager import EagerRecorder
+from .trace import TraceCapture
+
+
+def check_torch_version() -> None:
+    """graphdbg relies on dispatch modes that Dynamo can ignore (2.13+)."""
+    from graphdbg.errors import GraphdbgError
+    from torch.utils._python_dispatch import TorchDispatchMode
+    if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
+        raise GraphdbgError(
+            f"torch {torch.__version__} is not supported: graphdbg needs torch>=2.13")
+
+
+class CaptureSession:
+    def __init__(self, writer: RunWriter, *, values: str = "stats", eager: bool = True,
+                 max_ops: int = 200_000, tensor_budget: int = 64 * 1024 * 1024) -> None:
+        if values not in tensorstats.TIERS:
+            raise ValueError(f"values must be one of {tensorstats.TIERS}")
+        self.writer = writer
+        self.values = values
+        self.record_eager = eager
+        self.max_ops = max_ops
+        self.tensor_budget = tensor_budget
+        self.active = False
+        self.ops_dropped = 0
+        self.counts: collections.Counter = collections.Counter()
+        self.internal_errors: list[str] = []
+        self._seq = itertools.count(1)
+        self._graph_ids = itertools.count(1)
+        self._t0 = time.monotonic()
+        self._in_compiled = 0
+        self._lock = threading.Lock()
+        self.backend = BackendRecorder(self)
+        self.trace = TraceCapture(self)
+        self.eager_mode: EagerRecorder | None = None
+        self._pid = os.getpid()
+
+    # -- ids and time --------------------------------------------------------
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def new_graph_id(self) -> int:
+        return next(self._graph_ids)
+
+    def now(self) -> float:
+        return time.monotonic() - self._t0
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        check_torch_version()
+        self.writer.set_meta(
+            torch=torch.__version__, python=sys.version.split()[0], values=self.values,
+            device=_device_description(), pid=os.getpid())
+        self.trace.install()
+        self.backend.install()
+        self.active = True
+        if self.record_eager:
+            self.eager_mode = EagerRecorder(self)
+            self.eager_mode.__enter__()
+        os.register_at_fork(after_in_child=self._after_fork_child)
+
+    def stop(self, **final_meta: Any) -> None:
+        if not self.active:
+            return
+        self.active = False
+        if self.eager_mode is not None:
+            mode, self.eager_mode = self.eager_mode, None
+            try:
+                if _get_current_dispatch_mode() is mode:
+                    mode.__exit__(None, None, None)
+            except Exception as exc:
+                self.internal_error("stopping eager recorder", exc)
+        self.backend.uninstall()
+        self.trace.uninstall()
+        if os.getpid() != self._pid:
+            return
+        from torch._dynamo.utils import counters
+        torch_counters = {
+            "unique_graphs": counters["stats"].get("unique_graphs", 0),
+            "calls_captured": counters["stats"].get("calls_captured", 0),
+            "graph_breaks": sum(counters["graph_break"].values()),
+        }
+        self.writer.close(
+            torch_counters=torch_counters, counts=dict(self.counts),
+            ops_dropped=self.ops_dropped, internal_errors=self.internal_errors[:50],
+            **final_meta)
+
+    def _after_fork_child(self) -> None:
+        # A forked child (DataLoader workers) must never write to the parent's file.
+        if os.getpid() != self._pid:
+            self.active = False
+            self.writer.abandon()
+
+    # -- compiled regions ------------------------------------------------------------
+    def enter_compiled(self):
+        """Switch the eager recorder off while a compiled graph runs."""
+        self._in_compiled += 1
+        mode = self.eager_mode
+        try:
+            if mode is not None and _get_current_dispatch_mode() is mode:
+                _pop_mode()
+                return mode
+        except Exception as exc:
+            self.internal_error("pausing eager recorder", exc)
+        return None
+
+    def exit_compiled(self, popped) -> None:
+        self._in_compiled -= 1
+        if popped is not None:
+            _push_mode(popped)
+
+    @property
+    def in_compiled(self) -> bool:
+        return self._in_compiled > 0
+
+    def record_call(self, graph_id: int, call_idx: int, wall_ns: int, out: Any) -> None:
+        if not self.active:
+            return
+        outputs = []
+        tensors = tensorstats.flat_tensors(out)
+        for t in tensors:
+            shape, dtype = tensorstats.describe(t)
+            outputs.append({"shape": shape, "dtype": dtype,
+                            "stats": tensorstats.summarize(t, self.values)})
+        seq = self.next_seq()
+        self.writer.add("calls", (seq, graph_id, call_idx, wall_ns, dumps(outputs)))
+        if self.values == "full" and call_idx < 4:
+            self.keep_tensors(f"call:{seq}", tensors)
+
+    def keep_tensors(self, owner: str, tensors: list) -> None:
+        """`--values full`: keep tensors as safetensors blobs within the budget."""
+        from safetensors.torch import save
+        for i, t in enumerate(tensors):
+            if not tensorstats._plain(t):
+                continue
+            size = t.numel() * t.element_size()
+            if size > self.tensor_budget:
+                self.counts["tensors_over_budget"] += 1
+                continue
+            self.tensor_budget -= size
+            with torch.no_grad():
+                blob = save({"value": t.detach().to("cpu").contiguous().clone()})
+            self.writer.add("tensors", (owner, str(i), blob))
+
+    # -- findings from the runner ----------------------------------------------------
+    def runtime_error(self, exc: BaseException) -> None:
+        frames = [Frame(f.filename, f.lineno or 0, f.name)
+                  for f in traceback.extract_tb(exc.__traceback__)]
+        user_frames = [f for f in frames if not is_internal(f.file)]
+        w = self.writer
+        stack = w.stack_id(user_frames)
+        user = user_frames[-1] if user_frames else None
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        w.diagnostic(
+            f"runtime_error|{user.file if user else '?'}:{user.line if user else 0}|{type(exc).__name__}",
+            kind="runtime_error", severity="error",
+            message=text.splitlines()[-1][:500] if text else type(exc).__name__,
+            reason=text, user_frame=w.frame_id(*user) if user else None, stack=stack,
+            detail={"exception": type(exc).__name__,
+                    "traceback": "".join(traceback.format_exception(exc))[-20000:]})
+
+    def compile_failure(self, m: dict, cid: str | None) -> None:
+        w = self.writer
+        file, line = m.get("fail_user_frame_filename"), m.get("fail_user_frame_lineno")
+        user_id = w.frame_id(file, line, m.get("co_name") or "?") if file and line else None
+        reason = str(m.get("fail_reason") or "")
+        w.diagnostic(
+            f"compile_error|{file}:{line}|{m.get('fail_type')}|{reason[:200]}",
+            kind="compile_error", severity="error",
+            message=f"{m.get('fail_type')}: {reason.splitlines()[0] if reason else ''}"[:500],
+            reason=reason, user_frame=user_id, compile_id=cid,
+            detail={"fail_type": m.get("fail_type")})
+
+    def internal_error(self, where: str, exc: BaseException) -> None:
+        self.counts["internal_errors"] += 1
+        if len(self.internal_errors) < 50:
+            self.internal_errors.append(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _device_description() -> str:
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    return "cpu"
