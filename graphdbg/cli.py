@@ -41,7 +41,6 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print nothing of graphdbg's own after the run")
     run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
-    run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     rep = sub.add_parser("report", help="summarise a run file (newest in . by default)",
                          description="Print a summary of a run file: problems with their "
@@ -55,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(ns: argparse.Namespace) -> int:
     from .runner import run_program
     if ns.module:
-        args = ([ns.script] if ns.script else []) + ns.args
+        args = ns.args
         return run_program(ns.module, args, module=True, output=ns.output,
                            values=ns.values, quiet=ns.quiet, eager=ns.eager,
                            max_ops=ns.max_ops)
@@ -65,9 +64,36 @@ def _cmd_run(ns: argparse.Namespace) -> int:
                        quiet=ns.quiet, eager=ns.eager, max_ops=ns.max_ops)
 
 
+_RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops"}
+
+
+def _split_run_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`graphdbg run [options] (script | -m module) [args]`: everything after the
+    script or module belongs to the program, even if it looks like an option."""
+    i = 1  # argv[0] == "run"
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "-m":
+            return argv[:i + 2], argv[i + 2:]
+        if tok.startswith("-m") and not tok.startswith("--"):
+            return argv[:i + 1], argv[i + 1:]
+        if tok == "--":
+            return argv[:i] + argv[i + 1:i + 2], argv[i + 2:]
+        if not tok.startswith("-"):
+            return argv[:i + 1], argv[i + 1:]
+        i += 2 if tok in _RUN_VALUE_OPTS else 1
+    return argv, []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    program_args: list[str] = []
+    if argv and argv[0] == "run":
+        argv, program_args = _split_run_argv(argv)
     ns = parser.parse_args(argv)
+    if ns.command == "run":
+        ns.args = program_args
     try:
         if ns.command == "run":
             return _cmd_run(ns)

@@ -148,23 +148,24 @@ class BackendRecorder:
     def _wrap_compiled(self, fn: Callable, graph_id: int) -> Callable:
         counter = itertools.count()
         run = self._run
-        if getattr(fn, "_boxed_call", False):
-            def compiled_graph(args):
-                return run(fn, graph_id, counter, (args,))
-            compiled_graph._boxed_call = True
-        else:
-            def compiled_graph(*args):
-                return run(fn, graph_id, counter, args)
+
+        # Pass-through wrapper: whatever calling convention the compiled
+        # callable has (plain or boxed), its caller keeps using it.
+        def compiled_graph(*args, **kwargs):
+            return run(fn, graph_id, counter, args, kwargs)
+
+        if hasattr(fn, "_boxed_call"):
+            compiled_graph._boxed_call = fn._boxed_call
         compiled_graph._graphdbg_graph_id = graph_id
         compiled_graph._graphdbg_inner = fn
         return compiled_graph
 
-    def _run(self, fn: Callable, graph_id: int, counter, args: tuple):
+    def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict):
         session = self.session
         token = session.enter_compiled()
         try:
             t0 = _perf_ns()
-            out = fn(*args)
+            out = fn(*args, **kwargs)
             dt = _perf_ns() - t0
             try:  # still inside: the summaries' own ops are not eager work
                 session.record_call(graph_id, next(counter), dt, out)

@@ -56,7 +56,7 @@ class EagerRecorder(TorchDispatchMode):
         self.rows = 0
         self.modules = ModuleNames()
         self._fwd_stack: dict[int, tuple[int | None, int | None, str | None, str | None]] = {}
-        self._stat_names: dict[Any, bool] = {}
+        self._stacks: dict[tuple, tuple[int | None, int | None]] = {}
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -85,8 +85,12 @@ class EagerRecorder(TorchDispatchMode):
         if node is None:
             phase = "forward"
             frames, modules = current_stack(skip=3)
-            stack = w.stack_id(frames)
-            user = w.frame_id(*frames[-1]) if frames else None
+            key = tuple(frames)
+            hit = self._stacks.get(key)
+            if hit is None:
+                hit = self._stacks[key] = (
+                    w.stack_id(frames), w.frame_id(*frames[-1]) if frames else None)
+            stack, user = hit
             mpath, mcls = self.modules.path(modules)
             seq = _sequence_nr() - 1
             # first writer wins: the op that took this sequence number made the node

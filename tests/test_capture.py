@@ -1,0 +1,128 @@
+"""Capture details on real torch.compile: eager ops, compiled calls, source
+mapping, libraries, value tiers."""
+
+from __future__ import annotations
+
+import textwrap
+
+from graphdbg.runfile import RunReader
+
+from conftest import SAMPLES, graphdbg, report_json
+
+
+def _run(workdir, body: str, *opts: str, name: str = "prog.py") -> dict:
+    (workdir / name).write_text(textwrap.dedent(body))
+    proc = graphdbg("run", "-q", "-o", "x.run", *opts, name, cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return report_json("x.run", workdir)
+
+
+def test_compiled_work_is_never_recorded_as_eager(workdir):
+    doc = _run(workdir, """\
+        import torch
+        x = torch.randn(8, requires_grad=True)
+        f = torch.compile(lambda t: t.sin().cos() * 3, backend="aot_eager", fullgraph=True)
+        y = f(x)
+        y.sum().backward()
+        print(x.grad.shape)
+        """)
+    reader = RunReader(str(workdir / "x.run"))
+    ops = {r["op"] for r in reader.query("SELECT op FROM ops")}
+    assert "aten.randn.default" in ops and "aten.sum.default" in ops
+    assert not ops & {"aten.sin.default", "aten.cos.default", "aten.mul.Tensor"}
+    (g,) = doc["graphs"]
+    assert g["calls"] == 1 and g["backend"] == "aot_eager"
+    targets = [n["target"] for n in g["nodes"] if n["op"] == "call_method"]
+    assert targets == ["sin", "cos"]
+    sin = next(n for n in g["nodes"] if n["target"] == "sin")
+    assert sin["line"] == 3 and sin["code"].startswith("f = torch.compile")
+    assert sin["shapes"] == [[8]] and sin["dtypes"] == ["float32"]
+
+
+def test_eager_ops_forward_backward_lines_and_modules(workdir):
+    proc = graphdbg("run", "-q", "-o", "e.run", SAMPLES / "eager_only.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reader = RunReader(str(workdir / "e.run"))
+    rows = [dict(r) for r in reader.query("SELECT * FROM ops")]
+    phases = {r["phase"] for r in rows}
+    assert phases == {"forward", "backward"}
+    convs = [r for r in rows if r["op"] == "aten.convolution.default"]
+    assert convs and all(r["module_class"] == "Conv2d" for r in convs)
+    assert all(r["module_path"].count(".") >= 1 for r in convs)
+    conv_line = reader.frame(convs[0]["user_frame"])
+    assert conv_line["file"] == str(SAMPLES / "eager_only.py")
+    # backward ops map to the forward line that created their autograd node
+    bw = [r for r in rows if r["phase"] == "backward" and r["op"] == "aten.convolution_backward.default"]
+    assert bw and all(r["user_frame"] == convs[0]["user_frame"] or r["user_frame"] for r in bw)
+    assert {reader.frame(r["user_frame"])["line"] for r in bw} <= {
+        reader.frame(r["user_frame"])["line"] for r in convs}
+    stats = [r["stats"] for r in rows if r["op"] == "aten.convolution.default"]
+    assert all('"mean"' in s and '"norm"' in s for s in stats)
+
+
+def test_value_tiers(workdir):
+    body = """\
+        import torch
+        x = torch.tensor([1.0, float("nan"), 3.0])
+        y = x * 2
+        """
+    doc = _run(workdir, body, "--values", "none")
+    reader = RunReader(str(workdir / "x.run"))
+    assert all(r["stats"] is None for r in reader.query("SELECT stats FROM ops"))
+    _run(workdir, body, "--values", "health")
+    reader = RunReader(str(workdir / "x.run"))
+    mul = reader.query("SELECT stats FROM ops WHERE op='aten.mul.Tensor'")[0]["stats"]
+    assert mul == '[{"nan":1,"inf":0}]'
+    _run(workdir, body, "--values", "full")
+    reader = RunReader(str(workdir / "x.run"))
+    assert reader.count("tensors") >= 1
+    assert doc["run"]["values"] == "none"
+
+
+def test_break_inside_a_library_is_reported_at_the_library_line(workdir):
+    lib = workdir / "vendor" / "fancylib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (lib / "layers.py").write_text(textwrap.dedent("""\
+        import torch
+
+        def noisy_gelu(x):
+            print("gelu on", tuple(x.shape))
+            return torch.nn.functional.gelu(x)
+        """))
+    doc = _run(workdir, """\
+        import sys, torch
+        sys.path.insert(0, "vendor")
+        from fancylib.layers import noisy_gelu
+
+        def block(x):
+            h = x * 2
+            return noisy_gelu(h) + 1
+
+        torch.compile(block, backend="eager")(torch.randn(4))
+        """)
+    (brk,) = [d for d in doc["diagnostics"] if d["kind"] == "graph_break"]
+    assert brk["file"] == str(lib / "layers.py") and brk["line"] == 4
+    assert brk["function"] == "noisy_gelu"
+    chain = [(f["file"], f["line"]) for f in brk["stack"]]
+    assert (str(workdir / "prog.py"), 7) in chain and (str(workdir / "prog.py"), 9) in chain
+    assert "print" in brk["reason"]
+
+
+def test_recompile_limit_hit_is_reported(workdir):
+    doc = _run(workdir, """\
+        import torch
+        torch._dynamo.config.recompile_limit = 2
+
+        def f(x, k):
+            return x * k
+
+        cf = torch.compile(f, backend="eager", dynamic=False)
+        for k in range(4):
+            cf(torch.ones(2), k)
+        """)
+    rec = [d for d in doc["diagnostics"] if d["kind"] == "recompile"]
+    limit = [d for d in rec if "recompile limit" in d["message"]]
+    assert limit and limit[0]["severity"] == "error"
+    site = [d for d in rec if d not in limit]
+    assert site and site[0]["line"] == 9 and "guard failed" in site[0]["message"]

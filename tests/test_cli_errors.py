@@ -1,0 +1,176 @@
+"""Bad input: one clear line and a non-zero exit, never our traceback; the
+program's own exit status and errors are preserved, and nothing is lost."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import ENV, graphdbg, report_json
+
+
+def _script(dir: Path, name: str, body: str) -> Path:
+    p = dir / name
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+def test_missing_script_is_one_line_exit_2(workdir):
+    proc = graphdbg("run", "nope.py", cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "graphdbg run: no such file: nope.py"
+    assert "Traceback" not in proc.stderr
+    assert not list(workdir.glob("*.run"))
+
+
+def test_no_script_given(workdir):
+    proc = graphdbg("run", cwd=workdir)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_script_that_raises_keeps_traceback_exit_1_and_run_file(workdir):
+    _script(workdir, "boom.py", """\
+        import torch
+
+        def step(x):
+            return x.sum() / 0
+
+        def fail():
+            raise ValueError("bad shape from the data loader")
+
+        step(torch.ones(3))
+        fail()
+        """)
+    proc = graphdbg("run", "-o", "boom.run", "boom.py", cwd=workdir)
+    assert proc.returncode == 1
+    # traceback printed as Python would: the program's frames, not ours
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert 'File "boom.py", line 10, in <module>' in proc.stderr
+    assert "ValueError: bad shape from the data loader" in proc.stderr
+    assert "graphdbg/runner.py" not in proc.stderr and "runpy" not in proc.stderr
+    doc = report_json("boom.run", workdir)
+    assert doc["run"]["exit_status"] == 1 and doc["run"]["status"] == "failed"
+    errs = [d for d in doc["diagnostics"] if d["kind"] == "runtime_error"]
+    assert len(errs) == 1
+    assert errs[0]["file"] == str(workdir / "boom.py") and errs[0]["line"] == 7
+    assert errs[0]["function"] == "fail"
+    assert "ValueError" in errs[0]["message"]
+    # eager ops before the error were kept
+    assert doc["eager"]["ops"] >= 2
+
+
+def test_sys_exit_status_is_preserved(workdir):
+    _script(workdir, "bye.py", "import sys\nprint('leaving')\nsys.exit(3)\n")
+    proc = graphdbg("run", "-q", "-o", "bye.run", "bye.py", cwd=workdir)
+    assert proc.returncode == 3
+    assert proc.stdout == "leaving\n"
+    assert report_json("bye.run", workdir)["run"]["exit_status"] == 3
+
+
+def test_argv_and_sys_path_as_python_sets_them(workdir):
+    sub = workdir / "pkgdir"
+    sub.mkdir()
+    _script(sub, "helper_mod.py", "VALUE = 42\n")
+    _script(sub, "main.py", """\
+        import sys, helper_mod
+        print(__name__, sys.argv, helper_mod.VALUE)
+        """)
+    proc = graphdbg("run", "-q", "-o", "a.run", "pkgdir/main.py", "--epochs", "1", "x",
+                    cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "__main__ ['pkgdir/main.py', '--epochs', '1', 'x'] 42"
+
+
+def test_module_mode(workdir):
+    pkg = workdir / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    _script(pkg, "train.py", """\
+        import sys, torch
+        print(__name__, sys.argv[1:], torch.ones(2).sum().item())
+        """)
+    proc = graphdbg("run", "-o", "m.run", "-m", "mypkg.train", "--lr", "0.1", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "__main__ ['--lr', '0.1'] 2.0"
+    assert "next: graphdbg report m.run" in proc.stderr
+    doc = report_json("m.run", workdir)
+    assert doc["run"]["argv"][:2] == ["-m", "mypkg.train"]
+    assert doc["eager"]["ops"] >= 2
+
+
+def test_missing_module(workdir):
+    proc = graphdbg("run", "-m", "no_such_mod_xyz", cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "graphdbg run: no module named 'no_such_mod_xyz'"
+
+
+def test_sigint_mid_run_leaves_readable_run_file(workdir):
+    _script(workdir, "loop.py", """\
+        import time, torch
+        f = torch.compile(lambda x: x.sin() + 1, backend="eager")
+        f(torch.ones(4))
+        print("ready", flush=True)
+        while True:
+            torch.ones(8).cos()
+            time.sleep(0.01)
+        """)
+    proc = subprocess.Popen([sys.executable, "-m", "graphdbg", "run", "-o", "loop.run", "loop.py"],
+                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "KeyboardInterrupt" in err
+    doc = report_json("loop.run", workdir)
+    assert doc["run"]["status"] == "interrupted" and doc["run"]["exit_status"] == 130
+    assert len(doc["graphs"]) == 1 and doc["graphs"][0]["calls"] == 1
+    assert doc["eager"]["ops"] > 10
+    errs = [d for d in doc["diagnostics"] if d["kind"] == "runtime_error"]
+    assert errs and errs[0]["file"] == str(workdir / "loop.py")
+
+
+def test_report_refuses_foreign_and_corrupt_files(workdir):
+    (workdir / "notes.txt").write_text("hello\n")
+    proc = graphdbg("report", "notes.txt", cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "graphdbg: notes.txt is not a graphdbg run file"
+
+    db = sqlite3.connect(workdir / "other.db")
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    proc = graphdbg("report", "other.db", cwd=workdir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+    (workdir / "broken.run").write_bytes(b"SQLite format 3\x00" + b"\x13" * 3000)
+    proc = graphdbg("report", "broken.run", cwd=workdir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+    proc = graphdbg("report", "missing.run", cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "graphdbg: no such run file: missing.run"
+
+
+def test_report_without_runs_in_directory(workdir):
+    proc = graphdbg("report", cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("graphdbg: no run file in ")
+
+
+def test_report_defaults_to_newest_run(workdir):
+    _script(workdir, "a.py", "print('a')\n")
+    _script(workdir, "b.py", "import sys; sys.exit(4)\n")
+    graphdbg("run", "-q", "-o", "a.run", "a.py", cwd=workdir, check=True)
+    time.sleep(0.05)
+    graphdbg("run", "-q", "-o", "b.run", "b.py", cwd=workdir)
+    proc = graphdbg("report", "--json", cwd=workdir, check=True)
+    assert '"exit_status": 4' in proc.stdout
