@@ -114,6 +114,10 @@ def _short(path: str | None) -> str:
     return rel if not rel.startswith("..") else path
 
 
+def _brief(path: str | None) -> str:
+    return os.path.basename(path) if path else "?"
+
+
 def _ms(ns: float | None) -> str:
     if ns is None:
         return "-"
@@ -196,7 +200,7 @@ def render(doc: dict, console) -> None:
         for g in doc["graphs"]:
             mean = g["total_call_ns"] / g["calls"] if g["calls"] else None
             t.add_row(str(g["id"]), g["compile_id"] or "-", escape(g["function"] or "?"),
-                      escape(f"{_short(g['file'])}:{g['line']}" if g["file"] else "?"),
+                      escape(f"{_brief(g['file'])}:{g['line']}" if g["file"] else "?"),
                       escape(g["backend"] or "?"), str(g["n_nodes"]),
                       f"{g['compile_time_s']:.2f} s" if g["compile_time_s"] else "-",
                       str(g["calls"]), _ms(mean))
@@ -213,7 +217,7 @@ def render(doc: dict, console) -> None:
             t.add_column(col, justify=just)
         for o in top:
             t.add_row(escape(o["op"]), o["phase"],
-                      escape(f"{_short(o['file'])}:{o['line']}" if o["file"] else "-"),
+                      escape(f"{_brief(o['file'])}:{o['line']}" if o["file"] else "-"),
                       escape(o["module_path"] or "-"), str(o["count"]), _ms(o["total_ns"]))
         console.print(t)
     if run.get("internal_errors"):

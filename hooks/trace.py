@@ -98,6 +98,21 @@ def _guard_text(reason: str) -> str:
     return line
 
 
+def _recompile_hint(guard: str) -> str:
+    if "size mismatch" in guard or "stride mismatch" in guard:
+        return ("An input's shape changed. If it keeps changing, mark that dimension "
+                "dynamic (torch._dynamo.mark_dynamic) or compile with dynamic=True.")
+    if ".training" in guard:
+        return ("A module switched between train() and eval(). One compile per mode is "
+                "expected; many modules toggling means many recompiles.")
+    if "dtype" in guard or "device" in guard or "requires_grad" in guard:
+        return "An input's dtype, device or requires_grad changed between calls."
+    if "==" in guard:
+        return ("A Python value the graph was specialised on changed. Pass it as a "
+                "tensor, or keep it constant across calls.")
+    return "A guard on the compiled code failed for this call (see the reason)."
+
+
 class TraceHandler(logging.Handler):
     def __init__(self, session: "CaptureSession") -> None:
         super().__init__(level=logging.DEBUG)
@@ -189,9 +204,7 @@ class TraceHandler(logging.Handler):
             kind="recompile", severity="warning",
             message=f"recompile: {first}",
             reason="\n".join(reasons),
-            hint="A guard on the compiled code failed for this call; mark the "
-                 "changing dimension dynamic (torch._dynamo.mark_dynamic) or keep "
-                 "the value constant across calls.",
+            hint=_recompile_hint(first),
             user_frame=user_id, stack=stack, compile_id=cid,
             detail={"reasons": []})
         row["detail"]["reasons"].append({"compile_id": cid, "reasons": reasons})
