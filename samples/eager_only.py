@@ -34,7 +34,7 @@ class SmallConvNet(nn.Module):
 
 def parse_args():
     parser = argparse.ArgumentParser(description="Eager-only conv net training, no torch.compile.")
-    parser.add_argument("--backend", default="inductor", help="accepted for uniformity; unused (nothing is compiled)")
+    parser.add_argument("--backend", default="inductor", help="unused: nothing is compiled")
     parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
     return parser.parse_args()
 

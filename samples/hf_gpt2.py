@@ -24,13 +24,18 @@ cannot trace ``logging.Logger`` methods ("logging.Logger method not supported
 for non-export cases").
 
 Expected graphdbg findings: one graph-break site, in a third-party file
-(transformers/modeling_utils.py:4769), so no line of this script carries an
-expectation comment; no recompiles.  Dynamo logs the break 3 times for
-the one site, once from each frame that reaches it (transformers'
-``utils/generic.py`` forward ``wrapper``, ``GPT2LMHeadModel.forward`` and the
-``loss_function`` property itself); torch's ``counters["graph_break"]``
-sums to 2.  Other transformers features also graph-break under
-torch.compile in this version (not used here): ``output_attentions=True`` or
+(transformers/modeling_utils.py:4769, function ``loss_function``), reported
+with this script's ``compiled(input_ids, labels=input_ids)`` call in its
+stack; no recompiles. The break site is not in this script, so no line here
+carries a plain graph-break expectation comment; the call line instead carries
+a library-expectation comment naming the library file and function. Dynamo
+logs the break 3 times for the one site, once from each frame that reaches it
+(transformers' ``utils/generic.py`` forward ``wrapper``,
+``GPT2LMHeadModel.forward`` and the ``loss_function`` property itself);
+torch's ``counters["graph_break"]`` sums to 2.
+
+Other transformers features also graph-break under torch.compile in this
+version (not used here): ``output_attentions=True`` or
 ``output_hidden_states=True`` install output-capturing hooks mid-forward
 (breaks at transformers/utils/output_capturing.py:239 and
 torch/utils/hooks.py:27, plus a recompile).

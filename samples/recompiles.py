@@ -48,7 +48,7 @@ class Classifier(nn.Module):
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description="Recompiles: shape change, scalar change, train/eval toggle.")
+    parser = argparse.ArgumentParser(description="Three recompile causes.")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
     parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
     return parser.parse_args()

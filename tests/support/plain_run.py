@@ -81,10 +81,11 @@ def _torch_counts():
     except Exception:  # pragma: no cover - torch missing or broken
         return {"unique_graphs": 0, "graph_breaks": 0, "recompiles": 0}
     counters = dynamo_utils.counters
+    metrics = dynamo_utils.get_compilation_metrics()
     return {
         "unique_graphs": int(counters["stats"]["unique_graphs"]),
         "graph_breaks": int(sum(counters["graph_break"].values())),
-        "recompiles": sum(1 for m in dynamo_utils.get_compilation_metrics() if m.recompile_reason is not None),
+        "recompiles": sum(1 for m in metrics if m.recompile_reason is not None),
     }
 
 
