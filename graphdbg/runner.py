@@ -82,7 +82,8 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     writer.set_meta(argv=(["-m"] if module else []) + argv, cwd=os.getcwd(),
                     target=os.path.abspath(target) if not module else target,
                     module=module, graphdbg=__version__)
-    session = CaptureSession(writer, values=values, eager=eager, max_ops=max_ops)
+    session = CaptureSession(writer, values=values, eager=eager, max_ops=max_ops,
+                             progress=not quiet and sys.stderr.isatty())
 
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = argv[:]

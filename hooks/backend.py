@@ -99,6 +99,9 @@ class BackendRecorder:
             self._record_graph(graph_id, wrapper, gm, example_inputs)
         except Exception as exc:
             session.internal_error("graph recorder", exc)
+        session.progress.update(
+            f"graphdbg: compiling graph {graph_id} ({len(gm.graph.nodes)} nodes) with "
+            f"{getattr(wrapper, '_compiler_name', None) or getattr(wrapper, '__name__', 'backend')}")
         t0 = time.perf_counter()
         try:
             compiled = orig(wrapper, gm, example_inputs, **kwargs)

@@ -26,6 +26,7 @@ from graphdbg.sourcemap import Frame, is_internal
 from . import tensorstats
 from .backend import BackendRecorder
 from .eager import EagerRecorder
+from .progress import CompileProgress
 from .trace import TraceCapture
 
 
@@ -40,7 +41,8 @@ def check_torch_version() -> None:
 
 class CaptureSession:
     def __init__(self, writer: RunWriter, *, values: str = "stats", eager: bool = True,
-                 max_ops: int = 200_000, tensor_budget: int = 64 * 1024 * 1024) -> None:
+                 max_ops: int = 200_000, tensor_budget: int = 64 * 1024 * 1024,
+                 progress: bool = False) -> None:
         if values not in tensorstats.TIERS:
             raise ValueError(f"values must be one of {tensorstats.TIERS}")
         self.writer = writer
@@ -60,6 +62,7 @@ class CaptureSession:
         self.backend = BackendRecorder(self)
         self.trace = TraceCapture(self)
         self.eager_mode: EagerRecorder | None = None
+        self.progress = CompileProgress(progress)
         self._pid = os.getpid()
 
     # -- ids and time --------------------------------------------------------
@@ -90,6 +93,7 @@ class CaptureSession:
         if not self.active:
             return
         self.active = False
+        self.progress.end()
         if self.eager_mode is not None:
             mode, self.eager_mode = self.eager_mode, None
             try:

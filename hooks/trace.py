@@ -149,12 +149,24 @@ class TraceHandler(logging.Handler):
             text = payload if payload is None or len(payload) <= _MAX_PAYLOAD else payload[:_MAX_PAYLOAD]
             session.writer.add("events", (session.next_seq(), session.now(), key, cid,
                                           dumps(md), text))
+        if key == "dynamo_start":
+            self._progress_start(md["dynamo_start"].get("stack") or [], cid)
         if key == "artifact:dynamo_graph_break_reason" and payload:
             self._graph_break(payload, cid)
         elif key == "artifact:recompile_reasons" and payload:
             self._recompile(payload, cid)
         elif key == "compilation_metrics":
             self._metrics(md["compilation_metrics"], cid)
+
+    def _progress_start(self, stack: list, cid: str | None) -> None:
+        progress = self.session.progress
+        if not progress.enabled or not stack:
+            return
+        top = stack[-1]
+        func, _ = original_function(top.get("name", "?"))
+        file = self._strings.get(top.get("filename"), "?")
+        progress.begin(f"graphdbg: torch.compile is tracing {func} "
+                       f"({os.path.basename(file)}:{top.get('line')}) [{cid}]")
 
     # -- graph breaks -------------------------------------------------------------
     def _graph_break(self, payload: str, cid: str | None) -> None:
@@ -243,6 +255,7 @@ class TraceHandler(logging.Handler):
                         user_frame=frame_id,
                         compile_time_s=m.get("entire_frame_compile_time_s"))
         self.session.counts["frame_compiles"] += 1
+        self.session.progress.end()
         if m.get("fail_type"):
             self.session.compile_failure(m, cid)
 
