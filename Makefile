@@ -4,6 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.graphdbg-installed
 PYTEST_ARGS ?=
+SHELL  := /bin/bash
+# This machine's pip configuration names local package indexes that lack most
+# packages; pip warns once per package. The filter keeps pip's exit status.
+PIP_FILTER := grep -v "is ignored: it is neither a file nor a directory"
 
 .PHONY: demo test install clean
 
@@ -11,7 +15,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	set -o pipefail; $(BIN)/python -m pip install -q -c constraints.txt -e '.[test]' 2>&1 | { $(PIP_FILTER) || true; }
 	touch $(STAMP)
 
 # Runs the showcase sample under `graphdbg run` and prints the report.

@@ -247,7 +247,9 @@ def main(path: str | None, as_json: bool) -> int:
         sys.stdout.write("\n")
         return 0
     from rich.console import Console
-    render(doc, Console(highlight=False))
+    # Not a terminal (a pipe, a log, make): wide enough for paths and tables.
+    width = None if sys.stdout.isatty() else 120
+    render(doc, Console(highlight=False, width=width))
     return 0
 
 

@@ -126,3 +126,50 @@ def test_recompile_limit_hit_is_reported(workdir):
     assert limit and limit[0]["severity"] == "error"
     site = [d for d in rec if d not in limit]
     assert site and site[0]["line"] == 9 and "guard failed" in site[0]["message"]
+
+
+def test_backend_variants_callable_fullgraph_dynamic(workdir):
+    doc = _run(workdir, """\
+        import torch
+
+        seen = []
+
+        def my_backend(gm, example_inputs):
+            seen.append(len(gm.graph.nodes))
+            return gm.forward
+
+        def f(x, y):
+            return (x @ y).relu().sum(dim=0)
+
+        a = torch.compile(f, backend=my_backend)
+        b = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+        for n in (3, 5):
+            a(torch.randn(n, 4), torch.randn(4, 2))
+            b(torch.randn(n, 4), torch.randn(4, 2))
+        print(seen)
+        """)
+    backends = [g["backend"] for g in doc["graphs"]]
+    assert backends.count("my_backend") >= 1 and backends.count("aot_eager") == 1
+    dyn = next(g for g in doc["graphs"] if g["backend"] == "aot_eager")
+    assert dyn["calls"] == 2
+    matmul = next(n for n in dyn["nodes"] if n["target"] == "_operator.matmul")
+    assert all(isinstance(s, str) and s.startswith("s") for s in matmul["shapes"][0])
+    assert matmul["line"] == 10 and matmul["code"] == "return (x @ y).relu().sum(dim=0)"
+    reader = RunReader(str(workdir / "x.run"))
+    outs = [r["outputs"] for r in reader.query(
+        "SELECT outputs FROM calls WHERE graph_id=?", (dyn["id"],))]
+    assert len(outs) == 2 and all('"shape":[2]' in o and '"mean"' in o for o in outs)
+
+
+def test_set_logs_does_not_remove_our_handler(workdir):
+    doc = _run(workdir, """\
+        import torch
+        torch._logging.set_logs(dynamo=30)
+
+        def f(x):
+            print("side effect")
+            return x + 1
+
+        torch.compile(f, backend="eager")(torch.ones(2))
+        """)
+    assert [(d["kind"], d["line"]) for d in doc["diagnostics"]] == [("graph_break", 5)]
