@@ -93,6 +93,7 @@ def _guard_text(reason: str) -> str:
     prefix and the trailing "# code  # file:line" comment."""
     line = re.sub(r"^\d+/\d+: ", "", reason.strip().splitlines()[0] if reason.strip() else "")
     line = re.split(r"\s{2,}#", line)[0].strip()
+    line = re.sub(r"\._modules\['([^']+)'\]", r".\1", line)  # blocks.0.drop, as the user writes it
     if not line.startswith(("tensor ", "type of", "id of", "len of")) and "mismatch" not in line:
         line = f"guard failed: {line}"
     return line
