@@ -185,7 +185,7 @@ class CaptureSession:
         w.diagnostic(
             f"runtime_error|{user.file if user else '?'}:{user.line if user else 0}|{type(exc).__name__}",
             kind="runtime_error", severity="error",
-            message=text.splitlines()[-1][:500] if text else type(exc).__name__,
+            message=_headline(exc),
             reason=text, user_frame=w.frame_id(*user) if user else None, stack=stack,
             detail={"exception": type(exc).__name__,
                     "traceback": "".join(traceback.format_exception(exc))[-20000:]})
@@ -206,6 +206,12 @@ class CaptureSession:
         self.counts["internal_errors"] += 1
         if len(self.internal_errors) < 50:
             self.internal_errors.append(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _headline(exc: BaseException) -> str:
+    """`Type: first line of the message` (torch's messages end in boilerplate)."""
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {first}"[:500] if first else type(exc).__name__
 
 
 def _device_description() -> str:

@@ -174,3 +174,44 @@ def test_report_defaults_to_newest_run(workdir):
     graphdbg("run", "-q", "-o", "b.run", "b.py", cwd=workdir)
     proc = graphdbg("report", "--json", cwd=workdir, check=True)
     assert '"exit_status": 4' in proc.stdout
+
+
+def test_forked_child_does_not_touch_the_run_file(workdir):
+    _script(workdir, "forker.py", """\
+        import os, torch
+        a = torch.ones(4) * 2
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(2000):
+                torch.ones(16).exp()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        b = a + 1
+        print(b.sum().item())
+        """)
+    proc = graphdbg("run", "-q", "-o", "f.run", "forker.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    doc = report_json("f.run", workdir)
+    assert doc["run"]["status"] == "complete"
+    ops = {o["op"] for o in doc["eager"]["top_ops"]}
+    assert "aten.add.Tensor" in ops and "aten.exp.default" not in ops
+
+
+def test_runtime_error_headline_is_the_exception_not_boilerplate(workdir):
+    _script(workdir, "fg.py", """\
+        import torch
+
+        def f(x):
+            print("side effect")
+            return x.relu()
+
+        torch.compile(f, backend="eager", fullgraph=True)(torch.ones(3))
+        """)
+    proc = graphdbg("run", "-q", "-o", "fg.run", "fg.py", cwd=workdir)
+    assert proc.returncode == 1
+    assert "torch._dynamo.exc.Unsupported" in proc.stderr
+    doc = report_json("fg.run", workdir)
+    kinds = {d["kind"]: d for d in doc["diagnostics"]}
+    assert kinds["runtime_error"]["line"] == 7
+    assert kinds["runtime_error"]["message"].startswith("Unsupported: ")
+    assert kinds["compile_error"]["line"] == 4
