@@ -9,11 +9,10 @@ Expected graphdbg findings: none -- no compiled frames, no graphs, no graph
 breaks and no recompiles (torch counts unique_graphs == 0).
 """
 
-import argparse
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from sample_cli import parse_args, save_outputs
 
 
 class SmallConvNet(nn.Module):
@@ -32,21 +31,8 @@ class SmallConvNet(nn.Module):
         return self.fc(x.flatten(1))
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="Eager-only conv net training, no torch.compile.")
-    parser.add_argument("--backend", default="inductor", help="unused: nothing is compiled")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("Eager-only conv net training, no torch.compile.", backend_help="unused: nothing is compiled")
     torch.manual_seed(0)
 
     model = SmallConvNet()

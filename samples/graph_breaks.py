@@ -22,11 +22,11 @@ it counts the helper twice but does not count the data-dependent ``if``
 break at all (that one stays in ``counters["unimplemented"]``).
 """
 
-import argparse
 import zlib
 
 import torch
 import torch.nn as nn
+from sample_cli import parse_args, save_outputs
 
 
 def debug_project(x, w):
@@ -68,21 +68,8 @@ class Block(nn.Module):
         return x + self.fc2(h)
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="Graph breaks with several different causes.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("Graph breaks with several different causes.")
     torch.manual_seed(0)
 
     x = torch.randn(4, 16)

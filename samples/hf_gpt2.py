@@ -41,7 +41,6 @@ version (not used here): ``output_attentions=True`` or
 torch/utils/hooks.py:27, plus a recompile).
 """
 
-import argparse
 import os
 
 # Never touch the network: the model is built from a config with random weights.
@@ -51,23 +50,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description="Tiny random GPT-2 under torch.compile, with labels.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
+from sample_cli import parse_args, save_outputs  # noqa: E402
 
 
 def main():
-    args = parse_args()
+    args = parse_args("Tiny random GPT-2 under torch.compile, with labels.")
     torch.manual_seed(0)
 
     config = GPT2Config(

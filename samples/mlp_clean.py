@@ -8,10 +8,9 @@ Expected graphdbg findings: none -- no graph breaks and no recompiles.
 Exactly one graph is compiled (torch counts unique_graphs == 1).
 """
 
-import argparse
-
 import torch
 import torch.nn as nn
+from sample_cli import parse_args, save_outputs
 
 
 class MLP(nn.Module):
@@ -27,21 +26,8 @@ class MLP(nn.Module):
         return self.fc3(h)
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="Compiled MLP, no graph breaks, no recompiles.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("Compiled MLP, no graph breaks, no recompiles.")
     torch.manual_seed(0)
 
     model = MLP().eval()

@@ -20,10 +20,9 @@ an expectation comment below, and no graph breaks.  Torch compiles 6 graphs
 in total (3 first compiles + 3 recompiles).
 """
 
-import argparse
-
 import torch
 import torch.nn as nn
+from sample_cli import parse_args, save_outputs
 
 
 def normalize(x):
@@ -47,21 +46,8 @@ class Classifier(nn.Module):
         return self.fc2(h)
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="Three recompile causes.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("Three recompile causes.")
     torch.manual_seed(0)
     outputs = {}
 

@@ -29,11 +29,10 @@ Grad mode is kept enabled for the eval call so that ``training`` is the only
 guard that changes.
 """
 
-import argparse
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from sample_cli import parse_args, save_outputs
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz .,!?"
 TEXTS = [
@@ -102,21 +101,8 @@ class TinyCharLM(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="graphdbg demo: one graph break, one recompile.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("graphdbg demo: one graph break, one recompile.")
     torch.manual_seed(0)
 
     data = encode(TEXTS, SEQ_LEN)

@@ -11,11 +11,10 @@ Torch compiles one forward graph (unique_graphs == 1); AOTAutograd also
 compiles its backward.
 """
 
-import argparse
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from sample_cli import parse_args, save_outputs
 
 
 class Net(nn.Module):
@@ -32,21 +31,8 @@ class Net(nn.Module):
         return self.head(h)
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="Compiled model trained with AdamW for a few steps.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("Compiled model trained with AdamW for a few steps.")
     torch.manual_seed(0)
 
     model = Net()

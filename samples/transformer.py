@@ -10,11 +10,10 @@ Expected graphdbg findings: none -- no graph breaks and no recompiles
 (torch counts unique_graphs == 1).
 """
 
-import argparse
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from sample_cli import parse_args, save_outputs
 
 
 class CausalSelfAttention(nn.Module):
@@ -62,21 +61,8 @@ class TinyTransformerLM(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="Small compiled transformer LM, no graph breaks.")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
-    parser.add_argument("--save", default=None, help="save final outputs to this .safetensors file")
-    return parser.parse_args()
-
-
-def save_outputs(outputs, path):
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu().clone() for k, v in outputs.items()}, path)
-
-
 def main():
-    args = parse_args()
+    args = parse_args("Small compiled transformer LM, no graph breaks.")
     torch.manual_seed(0)
 
     model = TinyTransformerLM().eval()
