@@ -30,13 +30,23 @@ from .progress import CompileProgress
 from .trace import TraceCapture
 
 
+SUPPORTED_TORCH = ((2, 13), (2, 15))  # [low, high), as pyproject.toml declares
+
+
 def check_torch_version() -> None:
-    """graphdbg relies on dispatch modes that Dynamo can ignore (2.13+)."""
+    """graphdbg relies on dispatch modes Dynamo can ignore and on the structured
+    trace of torch 2.13/2.14; other versions are refused up front."""
     from graphdbg.errors import GraphdbgError
     from torch.utils._python_dispatch import TorchDispatchMode
-    if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
+    try:
+        major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    (lo, hi) = SUPPORTED_TORCH
+    if not (lo <= (major, minor) < hi) or not hasattr(TorchDispatchMode, "ignore_compile_internals"):
         raise GraphdbgError(
-            f"torch {torch.__version__} is not supported: graphdbg needs torch>=2.13")
+            f"torch {torch.__version__} is not supported: graphdbg needs torch>={lo[0]}.{lo[1]},"
+            f"<{hi[0]}.{hi[1]}")
 
 
 class CaptureSession:

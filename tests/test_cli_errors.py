@@ -215,3 +215,16 @@ def test_runtime_error_headline_is_the_exception_not_boilerplate(workdir):
     assert kinds["runtime_error"]["line"] == 7
     assert kinds["runtime_error"]["message"].startswith("Unsupported: ")
     assert kinds["compile_error"]["line"] == 4
+
+
+def test_unsupported_torch_version_is_refused(workdir):
+    # a sitecustomize makes this interpreter's torch claim an old version
+    site = workdir / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.4.1'\n")
+    _script(workdir, "p.py", "print('ran')\n")
+    proc = graphdbg("run", "p.py", cwd=workdir, env={**ENV, "PYTHONPATH": str(site)})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("graphdbg: torch 2.4.1 is not supported: graphdbg needs "
+                                   "torch>=2.13,<2.15")
+    assert proc.stdout == "" and not list(workdir.glob("*.run"))
