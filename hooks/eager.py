@@ -17,16 +17,16 @@ creates the node whose ``_sequence_nr()`` is N.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch._dynamo
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
-from graphdbg.runfile import dumps as _j
-
 from . import tensorstats
-from .frames import ModuleNames, current_stack
+from .frames import ModuleNames, StackWalker
 
 if TYPE_CHECKING:
     from .session import CaptureSession
@@ -34,6 +34,15 @@ if TYPE_CHECKING:
 _current_node = torch._C._current_autograd_node
 _sequence_nr = torch._C._autograd._get_sequence_nr
 _perf_ns = time.perf_counter_ns
+_getframe = sys._getframe
+_Tensor = torch.Tensor
+_describe_json = tensorstats.describe_json
+_summarize = tensorstats.summarize
+_stats_json = tensorstats.stats_json
+_OpOverload = torch._ops.OpOverload
+# OpOverload.__call__ is `return self._op(*args, **kwargs)`: call _op directly
+# (one Python frame less per op, and out of the timed region) while it still is
+_PLAIN_OP_CALL = _OpOverload.__call__.__code__.co_names == ("_op",)
 
 # Ops that only shuffle metadata; recorded, but no value summary (it would
 # repeat the summary of their input).
@@ -45,7 +54,11 @@ _NO_STATS = {"aten.detach.default", "aten.view.default", "aten._unsafe_view.defa
 
 
 class EagerRecorder(TorchDispatchMode):
-    """Records eager aten ops into the session's run file."""
+    """Records eager aten ops into the session's run file.
+
+    Runs once per eager op, so the per-op work is cached where it can be:
+    op names by op, stack/frame ids by the tuple of user frames, module
+    paths by module, and shape/dtype JSON by (shape, dtype)."""
 
     def __init__(self, session: "CaptureSession") -> None:
         super().__init__()
@@ -55,49 +68,79 @@ class EagerRecorder(TorchDispatchMode):
         self.max_rows = session.max_ops
         self.rows = 0
         self.modules = ModuleNames()
+        self.walker = StackWalker()
         self._fwd_stack: dict[int, tuple[int | None, int | None, str | None, str | None]] = {}
         self._stacks: dict[tuple, tuple[int | None, int | None]] = {}
+        self._ops: dict[int, tuple[Any, str, bool, Any]] = {}
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         return True
 
+    # wrapped in torch._dynamo.disable below (_disable_dynamo_on_dispatch)
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        if kwargs is None:
+            kwargs = {}
         if self.session._in_compiled:
             return func(*args, **kwargs)
         node = _current_node()
         if node is not None and node.name().startswith("CompiledFunction"):
             # a compiled graph's backward: compiled work, not eager work
             return func(*args, **kwargs)
+        info = self._ops.get(id(func))
+        if info is None or info[0] is not func:
+            try:
+                info = self._op_info(func)
+            except Exception as exc:  # never break the user's program
+                self.session.internal_error("eager recorder", exc)
+                return func(*args, **kwargs)
         t0 = _perf_ns()
-        out = func(*args, **kwargs)
+        out = info[3](*args, **kwargs)
         dt = _perf_ns() - t0
         try:
-            self._record(func, out, dt, node)
+            self._record(info, out, dt, node)
         except Exception as exc:  # never break the user's program
             self.session.internal_error("eager recorder", exc)
         return out
 
-    def _record(self, func, out, dt: int, node) -> None:
-        w = self.writer
+    def _op_info(self, func) -> tuple[Any, str, bool, Any]:
+        """(op, name, summarise values?, what to call). Holds the op, so its
+        id stays unique while cached."""
         name = str(func)
+        call = func._op if type(func) is _OpOverload and _PLAIN_OP_CALL else func
+        info = (func, name, name not in _NO_STATS, call)
+        self._ops[id(func)] = info
+        return info
+
+    def _record(self, info: tuple, out, dt: int, node) -> None:
+        w = self.writer
+        name = info[1]
         if node is None:
             phase = "forward"
-            frames, modules = current_stack(skip=3)
-            key = tuple(frames)
-            hit = self._stacks.get(key)
+            # from the Dynamo-disable wrapper outwards (internal frames are skipped)
+            frames, inner = self.walker.walk(_getframe(2))
+            hit = self._stacks.get(frames)
             if hit is None:
-                hit = self._stacks[key] = (
-                    w.stack_id(frames), w.frame_id(*frames[-1]) if frames else None)
+                outer_first = frames[::-1]
+                hit = self._stacks[frames] = (
+                    w.stack_id(outer_first),
+                    w.frame_id(*outer_first[-1]) if outer_first else None)
             stack, user = hit
-            mpath, mcls = self.modules.path(modules)
+            if inner is None:
+                mpath = mcls = None
+            else:
+                named = self.modules.lookup(inner)
+                if named is None:
+                    named = self.modules.path(self.walker.modules(_getframe(2)))
+                mpath, mcls = named
             seq = _sequence_nr() - 1
             # first writer wins: the op that took this sequence number made the node
-            if seq >= 0 and seq not in self._fwd_stack:
-                if len(self._fwd_stack) > 1_000_000:
-                    self._fwd_stack.clear()
-                self._fwd_stack[seq] = (user, stack, mpath, mcls)
+            if seq >= 0:
+                fwd = self._fwd_stack
+                if seq not in fwd:
+                    if len(fwd) > 1_000_000:
+                        fwd.clear()
+                    fwd[seq] = (user, stack, mpath, mcls)
         else:
             phase = "backward"
             user, stack, mpath, mcls = self._fwd_stack.get(
@@ -107,20 +150,42 @@ class EagerRecorder(TorchDispatchMode):
             self.session.ops_dropped += 1
             return
         self.rows += 1
-        tensors = tensorstats.flat_tensors(out)
-        shapes, dtypes, stats = [], [], []
-        want_stats = self.tier != "none" and name not in _NO_STATS
-        for t in tensors:
-            s, d = tensorstats.describe(t)
-            shapes.append(s)
-            dtypes.append(d)
-            if want_stats:
-                stats.append(tensorstats.summarize(t, self.tier))
+        tier = self.tier
+        want_stats = info[2] and tier != "none"
+        if isinstance(out, _Tensor):
+            tensors = [out]
+            described = _describe_json(out)
+            shapes = described[2]
+            dtypes = described[3]
+            stats = _stats_json([_summarize(out, tier)]) if want_stats else None
+        else:
+            tensors = tensorstats.flat_tensors(out)
+            described = [_describe_json(t) for t in tensors]
+            shapes = "[" + ",".join([d[0] for d in described]) + "]"
+            dtypes = "[" + ",".join([d[1] for d in described]) + "]"
+            stats = _stats_json([_summarize(t, tier) for t in tensors]) if want_stats else None
         seq_no = self.session.next_seq()
-        w.add("ops", (seq_no, name, phase, _j(shapes), _j(dtypes),
-                      _j(stats) if want_stats else None, dt, user, stack, mpath, mcls))
-        if self.tier == "full":
+        w.add("ops", (seq_no, name, phase, shapes, dtypes, stats, dt, user, stack, mpath, mcls))
+        if tier == "full":
             self.session.keep_tensors(f"op:{seq_no}", tensors)
+
+
+def _disable_dynamo_on_dispatch() -> None:
+    """Dynamo must never trace the mode. TorchDispatchMode.__init_subclass__
+    wraps ``__torch_dispatch__`` in a lazy shim (``torch._disable_dynamo``)
+    that builds ``torch._dynamo.disable(fn, recursive=True, wrapping=False)``
+    on first call and then calls through it; build that same wrapper up front
+    and install it directly, saving the shim's Python frame on every op."""
+    fn = EagerRecorder.__dict__["__torch_dispatch__"]
+    fn = getattr(fn, "__wrapped__", fn)
+    try:
+        wrapped = torch._dynamo.disable(fn, recursive=True, wrapping=False)
+    except TypeError:  # a torch without the wrapping= argument
+        wrapped = torch._dynamo.disable(fn, recursive=True)
+    EagerRecorder.__torch_dispatch__ = wrapped
+
+
+_disable_dynamo_on_dispatch()
 
 
 def our_mode_on_top(mode: EagerRecorder | None) -> bool:

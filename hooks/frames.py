@@ -1,7 +1,8 @@
 """Where in the user's code, and in which nn.Module, the program is right now.
 
 Used per eager op, so it walks frames directly instead of building
-`traceback` objects.
+`traceback` objects, and `StackWalker` caches what it can per code object
+(never per frame: a frame's id is reused as soon as it returns).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import torch
 
 from graphdbg.sourcemap import is_internal
 
-_CALL_IMPL_CODES = {torch.nn.Module._call_impl.__code__}
+_CALL_IMPL = torch.nn.Module._call_impl.__code__
+_CALL_IMPL_CODES = {_CALL_IMPL}
+_WRAPPED_CALL_IMPL = torch.nn.Module._wrapped_call_impl.__code__
 MAX_USER_FRAMES = 24
 
 
@@ -37,12 +40,119 @@ def current_stack(skip: int = 2) -> tuple[list[tuple[str, int, str]], list[torch
     return frames, modules
 
 
+def _module_of(f: FrameType) -> torch.nn.Module | None:
+    """``self`` of a ``Module._call_impl`` frame. Read from the calling
+    ``_wrapped_call_impl`` frame when there is one (same ``self``; its three
+    locals make ``f_locals`` several times cheaper than ``_call_impl``'s)."""
+    b = f.f_back
+    if b is not None and b.f_code is _WRAPPED_CALL_IMPL:
+        return b.f_locals.get("self")
+    return f.f_locals.get("self")
+
+
+class StackWalker:
+    """``current_stack`` for the per-op hot path.
+
+    Per code object it remembers whether the code is internal (False),
+    ``Module._call_impl`` (True) or user code (a dict: instruction offset ->
+    ``(file, line, function)``; ``f_lineno`` decodes the line table on every
+    access, ``f_lasti`` does not). The cache is keyed by ``id(code)`` and keeps
+    each code object alive in ``_alive``, so an id cannot be reused while it
+    is cached. Only the innermost module is looked up.
+    """
+
+    def __init__(self) -> None:
+        self._codes: dict[int, bool | dict] = {}
+        self._alive: list = []
+
+    def _classify(self, code) -> bool | dict:
+        if len(self._alive) > 50_000:
+            self._codes.clear()
+            self._alive.clear()
+        if code is _CALL_IMPL:
+            v: bool | dict = True
+        elif is_internal(code.co_filename):
+            v = False
+        else:
+            v = {}
+        self._codes[id(code)] = v
+        self._alive.append(code)
+        return v
+
+    def walk(self, f: FrameType | None) -> tuple[tuple, torch.nn.Module | None]:
+        """From frame ``f`` outwards: the innermost ``MAX_USER_FRAMES`` user
+        frames, *innermost first*, and the innermost running module."""
+        get = self._codes.get
+        frames: list[tuple[str, int, str]] = []
+        inner = None
+        n = 0
+        while f is not None:
+            code = f.f_code
+            v = get(id(code))
+            if v is None:
+                v = self._classify(code)
+            if v is False:
+                pass
+            elif v is True:
+                if inner is None:
+                    inner = _module_of(f)
+                    if inner is not None and n >= MAX_USER_FRAMES:
+                        break
+            elif n < MAX_USER_FRAMES:
+                lasti = f.f_lasti
+                ft = v.get(lasti)
+                if ft is None:
+                    ft = v[lasti] = (code.co_filename, f.f_lineno, code.co_name)
+                frames.append(ft)
+                n += 1
+            elif inner is not None:
+                break
+            f = f.f_back
+        return tuple(frames), inner
+
+    @staticmethod
+    def modules(f: FrameType | None) -> list[torch.nn.Module]:
+        """All running modules from frame ``f`` outwards, outermost first."""
+        modules = []
+        while f is not None:
+            if f.f_code is _CALL_IMPL:
+                m = _module_of(f)
+                if m is not None:
+                    modules.append(m)
+            f = f.f_back
+        modules.reverse()
+        return modules
+
+
 class ModuleNames:
     """Qualified names of modules, relative to the outermost module seen
     running (named after its class, e.g. ``GPT2LMHeadModel.transformer.h.0``)."""
 
     def __init__(self) -> None:
         self._names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # id(module) -> (weakref, (path, class name)): a module's name never
+        # changes once in _names, and a lookup here costs no weakref creation
+        self._fast: dict[int, tuple] = {}
+
+    def lookup(self, module: torch.nn.Module) -> tuple[str, str] | None:
+        """``path([..., module])`` when ``module`` already has a name."""
+        hit = self._fast.get(id(module))
+        if hit is not None and hit[0]() is module:
+            return hit[1]
+        return None
+
+    def _remember(self, module: torch.nn.Module, result: tuple[str, str]) -> None:
+        key = id(module)
+        fast = self._fast
+
+        def drop(ref, key=key, fast=fast):
+            hit = fast.get(key)
+            if hit is not None and hit[0] is ref:
+                del fast[key]
+        try:
+            fast[key] = (weakref.ref(module, drop), result)
+        except TypeError:
+            pass
 
     def path(self, modules: list[torch.nn.Module]) -> tuple[str | None, str | None]:
         if not modules:
@@ -62,8 +172,10 @@ class ModuleNames:
                     name = ".".join(type(m).__name__ for m in modules)
                     self._names[inner] = name
         except TypeError:  # a module that cannot be weakly referenced or hashed
-            name = ".".join(type(m).__name__ for m in modules)
-        return name, type(inner).__name__
+            return ".".join(type(m).__name__ for m in modules), type(inner).__name__
+        result = (name, type(inner).__name__)
+        self._remember(inner, result)
+        return result
 
 
 def nn_module_path(meta_stack: dict | None) -> tuple[str | None, str | None]:

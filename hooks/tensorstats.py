@@ -5,13 +5,36 @@
 - ``stats``:  + min, max, mean, std, L2 norm (over finite values)
 - ``full``:   same summaries; the recorder also keeps selected tensors
 
-Summaries are computed with a single device->host transfer and never keep the
-tensor alive. Callers run this with graphdbg's own dispatch mode off (inside
-``__torch_dispatch__`` or with the mode popped), so these ops are not recorded.
+Summaries never keep the tensor alive. Callers run this with graphdbg's own
+dispatch mode off (inside ``__torch_dispatch__`` or with the mode popped), so
+these ops are not recorded.
+
+How (this runs once per recorded op, so it is tuned; see
+benchmarks/check_tensorstats.py for the reference it is checked against):
+
+- Tiny CPU tensors (up to 32 values) are read as Python numbers: ``fsum``
+  (exactly rounded) and ``hypot`` (scaled, no overflow) beat any array call.
+- Small CPU tensors go through numpy, widened to float64, with ufunc
+  reductions only: never ``np.dot`` and friends, whose BLAS threads fight
+  torch's threads for the cores (a 32k-element ``np.dot`` after a torch
+  matmul took milliseconds).
+- Other tensors stay on their device with one device->host transfer in the
+  common case: min/max (NaN and Inf propagate into them) tell whether the
+  NaN/Inf counting and finite-subset pass are needed at all. Float32 (and
+  fp16/bf16, widened to float32) is reduced in float32 with a corrected
+  two-pass variance (exact for any shift, so the rounded mean costs nothing)
+  and cascade sums; magnitudes that could overflow or underflow float32
+  squares are redone in float64, and float64 extremes are scaled by a power
+  of two. Results agree with a float64 reference to about 1e-7 (relative; the
+  mean relative to the mean absolute value).
+- ``health`` needs one reduction when all is well (a sum is finite iff every
+  value is; fp16/bf16 use min/max, which cannot overflow).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import numpy as np
@@ -19,13 +42,57 @@ import torch
 
 TIERS = ("none", "health", "stats", "full")
 
-_FLOAT_KINDS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_strided = torch.strided
+_isfinite = math.isfinite
+_sqrt = math.sqrt
+
+
+# -- shapes and dtypes -----------------------------------------------------------
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def describe(t: torch.Tensor) -> tuple[list, str]:
     """Shape (symbolic sizes as their names) and dtype."""
-    return [s if isinstance(s, int) else str(s) for s in t.shape], str(t.dtype).replace("torch.", "")
+    return [s if isinstance(s, int) else str(s) for s in t.shape], dtype_name(t.dtype)
 
+
+_DESC_JSON: dict[tuple, tuple[str, str, str, str]] = {}
+
+
+def describe_json(t: torch.Tensor) -> tuple[str, str, str, str]:
+    """``describe`` as the JSON texts ``json.dumps`` would give: shape list,
+    quoted dtype, and both again wrapped in a one-element list (an op's
+    ``shapes``/``dtypes`` columns when it has one output). Cached by
+    (shape, dtype)."""
+    shape = t.shape
+    dtype = t.dtype
+    try:
+        hit = _DESC_JSON.get((shape, dtype))
+    except TypeError:  # symbolic sizes that refuse hashing
+        hit = None
+    if hit is None:
+        s, d = describe(t)
+        s = json.dumps(s, separators=(",", ":"), default=str)
+        d = json.dumps(d)
+        hit = (s, d, f"[{s}]", f"[{d}]")
+        if all(type(v) is int for v in shape):
+            if len(_DESC_JSON) > 100_000:
+                _DESC_JSON.clear()
+            _DESC_JSON[(tuple(shape), dtype)] = hit
+    return hit
+
+
+# -- value summaries ---------------------------------------------------------------
 
 def _plain(t: Any) -> bool:
     # Only dense, real tensors: subclasses (FakeTensor, DTensor, functional
@@ -34,76 +101,325 @@ def _plain(t: Any) -> bool:
         t.layout == torch.strided and t.device.type != "meta"
 
 
+# Largest CPU tensors summarised with numpy, per dtype and tier (measured
+# crossovers against the torch path, one thread; numpy's float16 is emulated).
+_NUMPY_STATS_MAX = {torch.float32: 1 << 13, torch.float64: 1 << 13, torch.float16: 1 << 12,
+                    torch.int64: 1 << 16, torch.int32: 1 << 16, torch.int16: 1 << 16,
+                    torch.int8: 1 << 16, torch.uint8: 1 << 16, torch.bool: 1 << 16}
+_NUMPY_HEALTH_MAX = {torch.float32: 1 << 13, torch.float64: 1 << 13, torch.float16: 1 << 12}
+_VIA_FLOAT32_MAX = {torch.bfloat16: 1 << 13}  # small CPU bf16: one cast, then numpy
+_NO_VALUES = {"nan": 0, "inf": 0}
+# Tiny CPU tensors: their values as Python numbers beat any array library
+_LIST_MAX = 32
+_LIST_OK = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+            torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool}
+
+
 def summarize(t: torch.Tensor, tier: str) -> dict | None:
     """A JSON-ready dict of value statistics, or None when there is nothing to read."""
-    if tier == "none" or not _plain(t) or t.numel() == 0:
+    if tier == "none":
         return None
-    if t.device.type == "cpu" and t.numel() <= _NUMPY_MAX and t.dtype in _NUMPY_OK:
-        return _summarize_numpy(t, tier)
-    with torch.no_grad():
-        x = t.detach()
-        if x.is_complex():
-            x = x.abs()
-        if x.dtype == torch.bool:
-            x = x.to(torch.uint8)
-        is_float = x.dtype in _FLOAT_KINDS or x.is_floating_point()
-        if tier == "health":
-            if not is_float:
-                return {"nan": 0, "inf": 0}
-            nan, inf = torch.stack([x.isnan().sum(), x.isinf().sum()]).tolist()
-            return {"nan": int(nan), "inf": int(inf)}
-        # one pass in float64 keeps ints exact and avoids fp16 overflow in norm
-        y = x.to(torch.float64) if x.dtype != torch.float64 else x
-        if is_float:
-            finite = y.isfinite()
-            n_nan = x.isnan().sum()
-            n_inf = (~finite).sum() - n_nan
-            if not bool(finite.all()):
-                y = y[finite]
-                if y.numel() == 0:
-                    return {"nan": int(n_nan), "inf": int(n_inf)}
-        else:
-            n_nan = n_inf = torch.zeros((), dtype=torch.int64, device=y.device)
-        std = y.std() if y.numel() > 1 else torch.zeros((), dtype=y.dtype, device=y.device)
-        vals = torch.stack([
-            y.min(), y.max(), y.mean(), std, torch.linalg.vector_norm(y),
-            n_nan.to(y.dtype), n_inf.to(y.dtype)]).tolist()
-        return {"min": vals[0], "max": vals[1], "mean": vals[2], "std": vals[3],
-                "norm": vals[4], "nan": int(vals[5]), "inf": int(vals[6])}
-
-
-_NUMPY_MAX = 1 << 16
-_NUMPY_OK = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32,
-             torch.int16, torch.int8, torch.uint8, torch.bool}
-
-
-def _summarize_numpy(t: torch.Tensor, tier: str) -> dict:
-    """Small CPU tensors: numpy reductions cost about a microsecond each, a
-    fraction of torch's per-op dispatch, which dominates at these sizes."""
-    a = t.detach().numpy()
-    is_float = a.dtype.kind == "f"
-    if is_float:
-        finite = np.isfinite(a)
-        all_finite = bool(finite.all())
-        n_nan = 0 if all_finite else int(np.isnan(a).sum())
-        n_inf = 0 if all_finite else int(a.size - finite.sum() - n_nan)
-    else:
-        all_finite, n_nan, n_inf = True, 0, 0
+    tt = type(t)
+    if (tt is not _Tensor and tt is not _Parameter) or t.layout != _strided or t.is_meta:
+        return None
+    n = t.numel()
+    if n == 0:
+        return None
+    dt = t.dtype
     if tier == "health":
-        return {"nan": n_nan, "inf": n_inf}
-    v = a.astype(np.float64, copy=False).ravel()
-    if not all_finite:
-        v = v[finite.ravel()]
-        if v.size == 0:
-            return {"nan": n_nan, "inf": n_inf}
-    mean = float(v.mean())
-    std = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return {"min": float(v.min()), "max": float(v.max()), "mean": mean, "std": std,
-            "norm": float(np.sqrt(np.dot(v, v))), "nan": n_nan, "inf": n_inf}
+        if not (dt.is_floating_point or dt.is_complex):
+            return _NO_VALUES.copy()
+        limits = _NUMPY_HEALTH_MAX
+    else:
+        limits = _NUMPY_STATS_MAX
+    if t.is_cpu:
+        if n <= _LIST_MAX and dt in _LIST_OK:
+            vals = t.tolist()
+            if type(vals) is not list:
+                vals = [vals]
+            else:
+                while type(vals[0]) is list:
+                    vals = [v for sub in vals for v in sub]
+            return _summarize_list(vals, tier, dt.is_floating_point)
+        if n <= limits.get(dt, -1):
+            try:
+                a = (t.detach() if t.requires_grad else t).numpy()
+            except (RuntimeError, TypeError):  # conj/neg views and the like
+                pass
+            else:
+                return _summarize_numpy(a, tier)
+        elif tier != "health" and n <= _VIA_FLOAT32_MAX.get(dt, -1):
+            return _summarize_numpy(t.detach().float().numpy(), tier)
+    # detached: nothing below records autograd history
+    return _summarize_torch(t.detach(), tier, n)
+
+
+# Python numbers ---------------------------------------------------------------------
+
+_fsum = math.fsum
+_hypot = math.hypot
+
+
+def _summarize_list(vals: list, tier: str, is_float: bool) -> dict:
+    """At most ``_LIST_MAX`` values (floats, ints or bools). ``fsum`` is
+    exactly rounded and ``hypot`` scales internally: no over- or underflow."""
+    n = len(vals)
+    n_nan = n_inf = 0
+    total = None
+    if is_float:
+        if tier == "health":
+            if _isfinite(sum(vals)):
+                return _NO_VALUES.copy()
+        else:
+            try:
+                total = _fsum(vals)
+            except (ValueError, OverflowError):  # inf - inf; a float64 overflow
+                total = None
+        if total is None or not _isfinite(total):  # NaN/Inf anywhere, or overflow
+            fin = [v for v in vals if _isfinite(v)]
+            n_nan = sum(1 for v in vals if v != v)
+            n_inf = n - len(fin) - n_nan
+            if tier == "health" or not fin:
+                return {"nan": n_nan, "inf": n_inf}
+            vals = fin
+            n = len(fin)
+            try:
+                total = _fsum(vals)
+            except OverflowError:
+                total = None
+    elif tier == "health":
+        return _NO_VALUES.copy()
+    else:
+        total = _fsum(vals)
+    mean = total / n if total is not None and _isfinite(total) else _fsum([v / n for v in vals])
+    std = _hypot(*[v - mean for v in vals]) / _sqrt(n - 1) if n > 1 else 0.0
+    return {"min": float(min(vals)), "max": float(max(vals)), "mean": mean, "std": std,
+            "norm": float(_hypot(*vals)), "nan": n_nan, "inf": n_inf}
+
+
+# Float64 values beyond this range (either way) are scaled by a power of two
+# before squaring, which is exact and keeps squares in range.
+_F64_SAFE = (1e-150, 1e150)
+
+
+def _pow2_scale(amax: float) -> int:
+    """Exponent e such that amax * 2**-e is in [0.5, 1)."""
+    return math.frexp(amax)[1]
+
+
+def _moments(sum_d: float, ss_d: float, m1: float, n: int) -> tuple[float, float, float]:
+    """Mean, unbiased std and L2 norm from a shifted pass: ``d = v - m1``,
+    ``sum_d = sum(d)``, ``ss_d = sum(d**2)`` (corrected two-pass: exact for any
+    shift, so a rounded ``m1`` costs nothing)."""
+    mean = m1 + sum_d / n
+    std = _sqrt(max(ss_d - sum_d * sum_d / n, 0.0) / (n - 1)) if n > 1 else 0.0
+    # sum(v^2) = sum(d^2) + 2*m1*sum(d) + n*m1^2
+    norm = _sqrt(max(ss_d + 2.0 * m1 * sum_d + n * m1 * m1, 0.0))
+    return mean, std, norm
+
+
+# numpy ----------------------------------------------------------------------------
+
+_F64 = np.float64
+_np_min = np.minimum.reduce
+_np_max = np.maximum.reduce
+_np_add = np.add.reduce
+_np_sub = np.subtract
+_np_mul = np.multiply
+_np_isfinite = np.isfinite
+_np_isnan = np.isnan
+_np_count = np.count_nonzero
+_np_all = np.logical_and.reduce
+
+
+def _summarize_numpy(a: np.ndarray, tier: str) -> dict:
+    """Small CPU tensors (``a`` may be a view of the tensor's memory: never
+    written). Floating-point warnings (e.g. a signalling NaN in uninitialised
+    memory) are the program's business, not ours: keep them off its stderr."""
+    with np.errstate(all="ignore"):
+        return _summarize_numpy_quiet(a, tier)
+
+
+def _summarize_numpy_quiet(a: np.ndarray, tier: str) -> dict:
+    if not a.ndim:
+        a = a.reshape(1)  # ufuncs on 0-d arrays return scalars
+    n = a.size
+    n_nan = n_inf = 0
+    if a.dtype.kind == "f":
+        if tier == "health":
+            if _np_all(_np_isfinite(a), None):
+                return _NO_VALUES.copy()
+            n_nan = int(_np_count(_np_isnan(a)))
+            return {"nan": n_nan, "inf": n - int(_np_count(_np_isfinite(a))) - n_nan}
+        v = a if a.dtype == _F64 else a.astype(_F64)
+        mn = float(_np_min(v, None))
+        mx = float(_np_max(v, None))
+        if not (_isfinite(mn) and _isfinite(mx)):  # NaN propagates, Inf is the min or max
+            fin = _np_isfinite(v)
+            n_fin = int(_np_count(fin))
+            n_nan = int(_np_count(_np_isnan(v)))
+            n_inf = n - n_fin - n_nan
+            if n_fin == 0:
+                return {"nan": n_nan, "inf": n_inf}
+            v = v[fin]
+            n = n_fin
+            mn = float(_np_min(v, None))
+            mx = float(_np_max(v, None))
+    else:
+        if tier == "health":
+            return _NO_VALUES.copy()
+        v = a.astype(_F64)
+        mn = float(_np_min(v, None))
+        mx = float(_np_max(v, None))
+    amax = max(-mn, mx)
+    e = 0
+    if amax != 0.0 and not _F64_SAFE[0] <= amax <= _F64_SAFE[1]:
+        e = _pow2_scale(amax)
+        v = _np_mul(v, math.ldexp(1.0, -e))
+    m1 = float(_np_add(v, None)) / n
+    d = _np_sub(v, m1)                  # a new array: safe to square in place
+    sum_d = float(_np_add(d, None))
+    ss_d = float(_np_add(_np_mul(d, d, out=d), None))
+    mean, std, norm = _moments(sum_d, ss_d, m1, n)
+    if e:
+        mean, std, norm = math.ldexp(mean, e), math.ldexp(std, e), math.ldexp(norm, e)
+    return {"min": mn, "max": mx, "mean": mean, "std": std, "norm": norm,
+            "nan": n_nan, "inf": n_inf}
+
+
+# torch ----------------------------------------------------------------------------
+
+_F32_SAFE = (1e-10, 1e12)  # |values| range where float32 squares neither over- nor underflow
+_float32, _float64 = torch.float32, torch.float64
+_NATIVE_HEALTH = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+
+
+def _summarize_torch(x: torch.Tensor, tier: str, n: int) -> dict:
+    if x.is_complex():
+        x = x.abs()
+    dt = x.dtype
+    if not dt.is_floating_point:
+        if tier == "health":
+            return _NO_VALUES.copy()
+        return _torch_stats(x.to(_float64), n, 0, 0)
+    if tier == "health":
+        if dt is _float32 or dt is _float64:
+            # a sum is finite iff every value is (barring overflow, which
+            # only sends us to the exact count); one pass, the cheapest op
+            if _isfinite(x.sum().item()):
+                return _NO_VALUES.copy()
+        else:
+            if dt not in _NATIVE_HEALTH:
+                x = x.float()
+            # fp16/bf16 sums overflow easily: min and max cannot
+            mn, mx = torch.stack(torch.aminmax(x)).tolist()
+            if _isfinite(mn) and _isfinite(mx):
+                return _NO_VALUES.copy()
+        n_nan, n_fin = torch.stack([x.isnan().sum(), x.isfinite().sum()]).tolist()
+        return {"nan": int(n_nan), "inf": n - int(n_fin) - int(n_nan)}
+    y = x if dt is _float32 or dt is _float64 else x.float()
+    return _torch_stats(y, n, None, None)
+
+
+def _torch_stats(y: torch.Tensor, n: int, n_nan: int | None, n_inf: int | None,
+                 minmax: tuple[float, float] | None = None, e: int = 0) -> dict:
+    """Stats of float32/float64 ``y`` with one device->host transfer. NaN/Inf
+    counts given, or None to find out (and then drop non-finite values);
+    ``minmax`` and ``e`` when ``y`` is the original scaled by 2**-e.
+
+    A corrected two-pass in ``y``'s dtype (vectorised cascade sums; squares in
+    place in the one temporary): faster than ``torch.std``'s scalar double
+    loop and ``var_mean``'s Welford, and unlike float32 ``vector_norm`` it
+    keeps its digits on large tensors."""
+    m1 = y.mean()
+    d = y - m1
+    sum_d = d.sum()
+    ss_d = d.square_().sum()
+    mn, mx, m1, sum_d, ss_d = torch.stack([*torch.aminmax(y), m1, sum_d, ss_d]).tolist()
+    del d
+    if n_nan is None:
+        if _isfinite(mn) and _isfinite(mx):
+            n_nan = n_inf = 0
+        else:
+            fin = y.isfinite()
+            n_fin, n_nan = torch.stack([fin.sum(), y.isnan().sum()]).tolist()
+            n_fin, n_nan = int(n_fin), int(n_nan)
+            n_inf = n - n_fin - n_nan
+            if n_fin == 0:
+                return {"nan": n_nan, "inf": n_inf}
+            return _torch_stats(y[fin], n_fin, n_nan, n_inf)
+    if minmax is None:
+        amax = max(-mn, mx)
+        if y.dtype is _float32:
+            # redo in float64 when float32 sums may have overflowed or squares
+            # may have underflowed
+            if not (_isfinite(m1) and _isfinite(sum_d) and _isfinite(ss_d)) or (
+                    amax != 0.0 and not _F32_SAFE[0] <= amax <= _F32_SAFE[1]) or (
+                    0.0 < ss_d < n * 1e-30):
+                return _torch_stats(y.to(_float64), n, n_nan, n_inf)
+        elif amax != 0.0 and not _F64_SAFE[0] <= amax <= _F64_SAFE[1]:
+            e = _pow2_scale(amax)
+            return _torch_stats(y * math.ldexp(1.0, -e), n, n_nan, n_inf, (mn, mx), e)
+    else:
+        mn, mx = minmax
+    mean, std, norm = _moments(sum_d, ss_d, m1, n)
+    if abs(m1) <= std:
+        # y - m1 is exact only where y and m1 are close (the usual case when
+        # the mean dominates the spread, and then the shift corrects m1's
+        # rounding); here it is not, and the rounding of the differences
+        # biases sum(d) by more than m1's own error
+        mean = m1
+    if e:
+        mean, std, norm = math.ldexp(mean, e), math.ldexp(std, e), math.ldexp(norm, e)
+    return {"min": mn, "max": mx, "mean": mean, "std": std, "norm": norm,
+            "nan": n_nan, "inf": n_inf}
+
+
+# -- JSON ------------------------------------------------------------------------
+
+_frepr = float.__repr__
+
+
+def _num(v: float) -> str:
+    # what json.dumps writes for a float
+    if v != v:
+        return "NaN"
+    if v == math.inf:
+        return "Infinity"
+    if v == -math.inf:
+        return "-Infinity"
+    return _frepr(v)
+
+
+_STATS_FMT = '{"min":%r,"max":%r,"mean":%r,"std":%r,"norm":%r,"nan":%d,"inf":%d}'
+
+
+def _stats_text(s: dict | None) -> str:
+    if s is None:
+        return "null"
+    if len(s) == 7:
+        mn, mx, mean, std, norm = s["min"], s["max"], s["mean"], s["std"], s["norm"]
+        if _isfinite(mn + mx + mean + std + norm):  # floats: %r is what json writes
+            return _STATS_FMT % (mn, mx, mean, std, norm, s["nan"], s["inf"])
+        return (f'{{"min":{_num(mn)},"max":{_num(mx)},"mean":{_num(mean)},"std":{_num(std)},'
+                f'"norm":{_num(norm)},"nan":{s["nan"]},"inf":{s["inf"]}}}')
+    if len(s) == 2:
+        return f'{{"nan":{s["nan"]},"inf":{s["inf"]}}}'
+    return json.dumps(s, separators=(",", ":"), default=str)
+
+
+def stats_json(stats: list) -> str:
+    """``json.dumps(stats, separators=(",", ":"))`` for a list of ``summarize``
+    results, without the encoder's per-call setup."""
+    if len(stats) == 1:
+        return f"[{_stats_text(stats[0])}]"
+    return "[" + ",".join([_stats_text(s) for s in stats]) + "]"
 
 
 def flat_tensors(value: Any, limit: int = 16) -> list[torch.Tensor]:
     """Tensors in an op's or graph's output (tuples, lists, dicts), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
     out: list[torch.Tensor] = []
     stack = [value]
     while stack and len(out) < limit:
