@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from .errors import GraphdbgError
@@ -33,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="how much of each tensor to record: none (shapes, dtypes, time), "
                           "health (+NaN/Inf counts), stats (+min/max/mean/std/norm; "
                           "default), full (+tensors, within a byte budget)")
+    run.add_argument("--keep", metavar="REGEX",
+                     help="with --values full: keep only the tensors of eager ops whose op "
+                          "name or module path matches (e.g. 'attn|aten.softmax'), and of "
+                          "compiled graphs whose function name matches")
+    run.add_argument("--tensor-budget", type=float, default=64, metavar="MIB",
+                     help="with --values full: most tensor bytes to keep, in MiB (default 64)")
     run.add_argument("--no-eager", dest="eager", action="store_false",
                      help="do not record eager aten ops (compiled side only)")
     run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
@@ -57,14 +64,16 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         args = ns.args
         return run_program(ns.module, args, module=True, output=ns.output,
                            values=ns.values, quiet=ns.quiet, eager=ns.eager,
-                           max_ops=ns.max_ops)
+                           max_ops=ns.max_ops, keep=ns.keep,
+                           tensor_budget=int(ns.tensor_budget * 2**20))
     if not ns.script:
         raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
     return run_program(ns.script, ns.args, output=ns.output, values=ns.values,
-                       quiet=ns.quiet, eager=ns.eager, max_ops=ns.max_ops)
+                       quiet=ns.quiet, eager=ns.eager, max_ops=ns.max_ops, keep=ns.keep,
+                       tensor_budget=int(ns.tensor_budget * 2**20))
 
 
-_RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops"}
+_RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget"}
 
 
 def _split_run_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -94,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.command == "run":
         ns.args = program_args
+        if ns.keep:
+            try:
+                re.compile(ns.keep)
+            except re.error as exc:
+                parser.error(f"--keep: not a regular expression: {exc}")
     try:
         if ns.command == "run":
             return _cmd_run(ns)

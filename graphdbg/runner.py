@@ -61,7 +61,8 @@ def _exit_code(exc: SystemExit) -> int:
 
 def run_program(target: str, args: list[str], *, module: bool = False,
                 output: str | None = None, values: str = "stats", quiet: bool = False,
-                eager: bool = True, max_ops: int = 200_000) -> int:
+                eager: bool = True, max_ops: int = 200_000, keep: str | None = None,
+                tensor_budget: int = 64 * 2**20) -> int:
     _check_target(target, module)
     output = output or default_output(target, module)
     out_dir = os.path.dirname(os.path.abspath(output))
@@ -83,7 +84,8 @@ def run_program(target: str, args: list[str], *, module: bool = False,
                     target=os.path.abspath(target) if not module else target,
                     module=module, graphdbg=__version__)
     session = CaptureSession(writer, values=values, eager=eager, max_ops=max_ops,
-                             progress=not quiet and sys.stderr.isatty())
+                             progress=not quiet and sys.stderr.isatty(), keep=keep,
+                             tensor_budget=tensor_budget)
 
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = argv[:]

@@ -167,7 +167,7 @@ class EagerRecorder(TorchDispatchMode):
         seq_no = self.session.next_seq()
         w.add("ops", (seq_no, name, phase, shapes, dtypes, stats, dt, user, stack, mpath, mcls))
         if tier == "full":
-            self.session.keep_tensors(f"op:{seq_no}", tensors)
+            self.session.keep_tensors(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
 
 
 def _disable_dynamo_on_dispatch() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import re
 import sys
 import threading
 import time
@@ -52,7 +53,7 @@ def check_torch_version() -> None:
 class CaptureSession:
     def __init__(self, writer: RunWriter, *, values: str = "stats", eager: bool = True,
                  max_ops: int = 200_000, tensor_budget: int = 64 * 1024 * 1024,
-                 progress: bool = False) -> None:
+                 progress: bool = False, keep: str | None = None) -> None:
         if values not in tensorstats.TIERS:
             raise ValueError(f"values must be one of {tensorstats.TIERS}")
         self.writer = writer
@@ -60,6 +61,7 @@ class CaptureSession:
         self.record_eager = eager
         self.max_ops = max_ops
         self.tensor_budget = tensor_budget
+        self.keep = re.compile(keep) if keep else None
         self.active = False
         self.ops_dropped = 0
         self.counts: collections.Counter = collections.Counter()
@@ -166,10 +168,14 @@ class CaptureSession:
         seq = self.next_seq()
         self.writer.add("calls", (seq, graph_id, call_idx, wall_ns, dumps(outputs)))
         if self.values == "full" and call_idx < 4:
-            self.keep_tensors(f"call:{seq}", tensors)
+            g = self.writer.graph(graph_id)
+            self.keep_tensors(f"call:{seq}", tensors, f"{g.get('code_name') or ''} graph {graph_id}")
 
-    def keep_tensors(self, owner: str, tensors: list) -> None:
-        """`--values full`: keep tensors as safetensors blobs within the budget."""
+    def keep_tensors(self, owner: str, tensors: list, label: str = "") -> None:
+        """`--values full`: keep tensors as safetensors blobs within the budget,
+        only for what `--keep` selects (op name, module path, graph function)."""
+        if self.keep is not None and not self.keep.search(label):
+            return
         from safetensors.torch import save
         for i, t in enumerate(tensors):
             if not tensorstats._plain(t):

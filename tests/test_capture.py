@@ -75,7 +75,15 @@ def test_value_tiers(workdir):
     assert mul == '[{"nan":1,"inf":0}]'
     _run(workdir, body, "--values", "full")
     reader = RunReader(str(workdir / "x.run"))
-    assert reader.count("tensors") >= 1
+    assert reader.count("tensors") >= 2
+    _run(workdir, body, "--values", "full", "--keep", r"aten\.mul")
+    reader = RunReader(str(workdir / "x.run"))
+    kept = reader.query("SELECT ops.op, tensors.safetensors FROM tensors "
+                        "JOIN ops ON tensors.owner = 'op:' || ops.seq")
+    assert [r["op"] for r in kept] == ["aten.mul.Tensor"]
+    from safetensors.torch import load
+    value = load(kept[0]["safetensors"])["value"]
+    assert value[0] == 2 and value[2] == 6 and value[1].isnan()
     assert doc["run"]["values"] == "none"
 
 
