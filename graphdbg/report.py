@@ -228,7 +228,8 @@ def render(doc: dict, console) -> None:
 def print_run_summary(path: str) -> None:
     """Short summary after `graphdbg run`, with the next command to type (stderr)."""
     from rich.console import Console
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False,
+                      width=None if sys.stderr.isatty() else 120)
     try:
         doc = document(RunReader(path), nodes=False)
     except GraphdbgError as exc:
