@@ -40,6 +40,19 @@ def _parser() -> argparse.ArgumentParser:
                           "compiled graphs whose function name matches")
     run.add_argument("--tensor-budget", type=float, default=64, metavar="MIB",
                      help="with --values full: most tensor bytes to keep, in MiB (default 64)")
+    run.add_argument("--no-compare", dest="compare", action="store_false",
+                     help="do not check compiled graphs against eager")
+    run.add_argument("--compare-first", type=int, default=3, metavar="N",
+                     help="check the first N calls of each compiled graph against eager, "
+                          "node by node, judged in float64 (default 3)")
+    run.add_argument("--compare-every", type=int, default=0, metavar="N",
+                     help="also check every N-th later call (default: only the first ones)")
+    run.add_argument("--rtol", type=float, metavar="X",
+                     help="relative tolerance of the eager check (default per dtype: "
+                          "float32 1e-4, bfloat16 1.6e-2, float16 1e-3)")
+    run.add_argument("--atol", type=float, metavar="X",
+                     help="absolute tolerance of the eager check (default per dtype: "
+                          "float32 1e-5, bfloat16 1e-2, float16 1e-3)")
     run.add_argument("--no-eager", dest="eager", action="store_false",
                      help="do not record eager aten ops (compiled side only)")
     run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
@@ -62,18 +75,22 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     from .runner import run_program
     if ns.module:
         args = ns.args
-        return run_program(ns.module, args, module=True, output=ns.output,
-                           values=ns.values, quiet=ns.quiet, eager=ns.eager,
-                           max_ops=ns.max_ops, keep=ns.keep,
-                           tensor_budget=int(ns.tensor_budget * 2**20))
+        return run_program(ns.module, args, module=True, **_run_options(ns))
     if not ns.script:
         raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
-    return run_program(ns.script, ns.args, output=ns.output, values=ns.values,
-                       quiet=ns.quiet, eager=ns.eager, max_ops=ns.max_ops, keep=ns.keep,
-                       tensor_budget=int(ns.tensor_budget * 2**20))
+    return run_program(ns.script, ns.args, **_run_options(ns))
 
 
-_RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget"}
+def _run_options(ns: argparse.Namespace) -> dict:
+    return {"output": ns.output, "values": ns.values, "quiet": ns.quiet, "eager": ns.eager,
+            "max_ops": ns.max_ops, "keep": ns.keep,
+            "tensor_budget": int(ns.tensor_budget * 2**20),
+            "compare": {"compare": ns.compare, "compare_first": ns.compare_first,
+                        "compare_every": ns.compare_every, "rtol": ns.rtol, "atol": ns.atol}}
+
+
+_RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
+                   "--compare-first", "--compare-every", "--rtol", "--atol"}
 
 
 def _split_run_argv(argv: list[str]) -> tuple[list[str], list[str]]:

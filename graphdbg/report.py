@@ -52,6 +52,9 @@ def document(reader: RunReader, *, nodes: bool = True) -> dict:
     call_stats = {r["graph_id"]: dict(r) for r in reader.query(
         "SELECT graph_id, COUNT(*) AS calls, SUM(wall_ns) AS total_ns, "
         "MIN(wall_ns) AS min_ns, MAX(wall_ns) AS max_ns FROM calls GROUP BY graph_id")}
+    node_times: dict[int, dict[str, int]] = {}
+    for r in reader.query("SELECT graph_id, node, eager_ns FROM node_times"):
+        node_times.setdefault(r["graph_id"], {})[r["node"]] = r["eager_ns"]
     graphs = []
     for g in reader.graphs():
         cs = call_stats.get(g["id"], {})
@@ -66,13 +69,14 @@ def document(reader: RunReader, *, nodes: bool = True) -> dict:
         }
         if nodes:
             entry["nodes"] = []
+            times = node_times.get(g["id"], {})
             for n in reader.nodes(g["id"]):
                 fr = _frame_fields(reader, n["user_frame"])
                 entry["nodes"].append({
                     "idx": n["idx"], "name": n["name"], "op": n["op"], "target": n["target"],
                     "shapes": n["shapes"], "dtypes": n["dtypes"], "args": n["args"],
                     "module_path": n["module_path"], "module_class": n["module_class"],
-                    **fr})
+                    "eager_ns": times.get(n["name"]), **fr})
         graphs.append(entry)
     diagnostics = []
     for d in sorted(reader.diagnostics(),
@@ -98,8 +102,16 @@ def document(reader: RunReader, *, nodes: bool = True) -> dict:
     totals = reader.query("SELECT COALESCE(SUM(count),0) AS n, COALESCE(SUM(total_ns),0) AS t FROM op_summary")[0]
     eager = {"ops": totals["n"], "total_ns": totals["t"], "ops_recorded": reader.count("ops"),
              "top_ops": top_ops}
+    hot_nodes = []
+    for r in reader.query(
+            "SELECT t.graph_id, t.node, t.eager_ns, n.target, n.op, n.user_frame, n.module_path "
+            "FROM node_times t JOIN nodes n ON n.graph_id = t.graph_id AND n.name = t.node "
+            "WHERE n.op LIKE 'call_%' ORDER BY t.eager_ns DESC LIMIT 20"):
+        hot_nodes.append({"graph": r["graph_id"], "node": r["node"], "target": r["target"],
+                          "eager_ns": r["eager_ns"], "module_path": r["module_path"],
+                          **_frame_fields(reader, r["user_frame"])})
     return {"schema": JSON_SCHEMA, "run": run, "graphs": graphs,
-            "diagnostics": diagnostics, "eager": eager}
+            "diagnostics": diagnostics, "eager": eager, "hot_nodes": hot_nodes}
 
 
 # -- rich rendering ------------------------------------------------------------------
@@ -180,6 +192,8 @@ def render(doc: dict, console) -> None:
                 console.print(f"    [dim]{d['line']:>5} │[/] {escape(d['code'])}")
             console.print(f"    {escape(d['message'])}")
             detail = d.get("detail") or {}
+            if d["kind"] == "divergence":
+                console.print(f"    [dim]{escape(_divergence_line(detail))}[/]")
             if d["kind"] == "graph_break" and detail.get("explanation"):
                 console.print(f"    [dim]{escape(detail['explanation'][:300])}[/]")
             if d["hint"]:
@@ -207,6 +221,20 @@ def render(doc: dict, console) -> None:
         console.rule(f"Graphs ({len(doc['graphs'])})", align="left")
         console.print(t)
 
+    hot = doc.get("hot_nodes", [])[:8]
+    if hot:
+        console.print()
+        console.rule("Slowest graph nodes (eager reference run)", align="left")
+        t = Table(box=None, header_style="bold", pad_edge=False)
+        for col, just in (("graph", "right"), ("node", "left"), ("target", "left"),
+                          ("where", "left"), ("module", "left"), ("time", "right")):
+            t.add_column(col, justify=just)
+        for h in hot:
+            t.add_row(str(h["graph"]), escape(h["node"]), escape(h["target"] or ""),
+                      escape(f"{_brief(h['file'])}:{h['line']}" if h["file"] else "-"),
+                      escape(h["module_path"] or "-"), _ms(h["eager_ns"]))
+        console.print(t)
+
     top = doc["eager"]["top_ops"][:8]
     if top:
         console.print()
@@ -223,6 +251,25 @@ def render(doc: dict, console) -> None:
     if run.get("internal_errors"):
         console.print(f"[dim]graphdbg internal errors (recording continued): "
                       f"{len(run['internal_errors'])}; see `graphdbg report --json`[/]")
+
+
+def _divergence_line(d: dict) -> str:
+    def num(x):
+        return "-" if x is None else f"{x:.3g}"
+    parts = [f"{d.get('classification')}", f"node {d.get('node')}"]
+    if d.get("module_path"):
+        parts.append(f"module {d['module_path']} ({d.get('module_class')})")
+    parts.append(f"stage {d.get('stage')}")
+    parts.append(f"max abs {num(d.get('max_abs'))}, rel {num(d.get('max_rel'))}")
+    parts.append(f"vs float64: eager {num(d.get('eager_vs_fp64'))}, "
+                 f"compiled {num(d.get('compiled_vs_fp64'))}")
+    iso = d.get("isolated") or {}
+    if iso.get("decided"):
+        parts.append("wrong on its own inputs" if iso.get("diverges") else "right on its own inputs")
+    parts.append(f"{d.get('compiles')} compiles ({d.get('method')})")
+    if d.get("undecided"):
+        parts.append(f"undecided: {'; '.join(d['undecided'])[:200]}")
+    return " · ".join(parts)
 
 
 def print_run_summary(path: str) -> None:

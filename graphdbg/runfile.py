@@ -67,6 +67,8 @@ CREATE TABLE diagnostics (
 CREATE TABLE events (
     seq INTEGER PRIMARY KEY, t REAL, name TEXT, compile_id TEXT,
     metadata TEXT, payload TEXT);
+CREATE TABLE node_times (graph_id INTEGER, node TEXT, eager_ns INTEGER,
+    PRIMARY KEY (graph_id, node));
 CREATE TABLE tensors (
     id INTEGER PRIMARY KEY, owner TEXT, name TEXT, safetensors BLOB);
 """
@@ -80,6 +82,7 @@ COLUMNS = {
             "user_frame", "stack", "module_path", "module_class"),
     "events": ("seq", "t", "name", "compile_id", "metadata", "payload"),
     "tensors": ("owner", "name", "safetensors"),
+    "node_times": ("graph_id", "node", "eager_ns"),
 }
 GRAPH_COLUMNS = ("id", "compile_id", "backend", "code_name", "code_file",
                  "code_line", "user_frame", "stack", "n_nodes", "n_ops",

@@ -62,7 +62,7 @@ def _exit_code(exc: SystemExit) -> int:
 def run_program(target: str, args: list[str], *, module: bool = False,
                 output: str | None = None, values: str = "stats", quiet: bool = False,
                 eager: bool = True, max_ops: int = 200_000, keep: str | None = None,
-                tensor_budget: int = 64 * 2**20) -> int:
+                tensor_budget: int = 64 * 2**20, compare: dict | None = None) -> int:
     _check_target(target, module)
     output = output or default_output(target, module)
     out_dir = os.path.dirname(os.path.abspath(output))
@@ -85,7 +85,7 @@ def run_program(target: str, args: list[str], *, module: bool = False,
                     module=module, graphdbg=__version__)
     session = CaptureSession(writer, values=values, eager=eager, max_ops=max_ops,
                              progress=not quiet and sys.stderr.isatty(), keep=keep,
-                             tensor_budget=tensor_budget)
+                             tensor_budget=tensor_budget, **(compare or {}))
 
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = argv[:]

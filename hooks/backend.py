@@ -13,6 +13,7 @@ keep the eager recorder off while it runs.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import time
@@ -25,6 +26,7 @@ from graphdbg.runfile import dumps
 from graphdbg.sourcemap import Frame, innermost_user, parse_traceback
 
 from . import tensorstats
+from .compare import GraphChecker
 from .frames import nn_module_path
 
 if TYPE_CHECKING:
@@ -99,6 +101,19 @@ class BackendRecorder:
             self._record_graph(graph_id, wrapper, gm, example_inputs)
         except Exception as exc:
             session.internal_error("graph recorder", exc)
+        checker = None
+        if session.compare:
+            try:
+                # the reference must be the graph as Dynamo made it: backends may
+                # rewrite the graph they are given
+                untouched = copy.deepcopy(gm)
+
+                def compile_user(g, inputs, _orig=orig, _w=wrapper, _kw=kwargs):
+                    return _orig(_w, g, inputs, **_kw)
+
+                checker = GraphChecker(session, graph_id, untouched, compile_user)
+            except Exception as exc:
+                session.internal_error("graph checker", exc)
         session.progress.update(
             f"graphdbg: compiling graph {graph_id} ({len(gm.graph.nodes)} nodes) with "
             f"{getattr(wrapper, '_compiler_name', None) or getattr(wrapper, '__name__', 'backend')}")
@@ -112,7 +127,7 @@ class BackendRecorder:
             raise
         session.writer.put_graph(graph_id, status="compiled",
                                  backend_time_s=time.perf_counter() - t0)
-        return self._wrap_compiled(compiled, graph_id)
+        return self._wrap_compiled(compiled, graph_id, checker)
 
     def _record_graph(self, graph_id: int, wrapper, gm: torch.fx.GraphModule,
                       example_inputs: list) -> None:
@@ -148,14 +163,14 @@ class BackendRecorder:
                     created_seq=self.session.next_seq())
 
     # -- run time ---------------------------------------------------------------
-    def _wrap_compiled(self, fn: Callable, graph_id: int) -> Callable:
+    def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:
         counter = itertools.count()
         run = self._run
 
         # Pass-through wrapper: whatever calling convention the compiled
         # callable has (plain or boxed), its caller keeps using it.
         def compiled_graph(*args, **kwargs):
-            return run(fn, graph_id, counter, args, kwargs)
+            return run(fn, graph_id, counter, args, kwargs, checker)
 
         if hasattr(fn, "_boxed_call"):
             compiled_graph._boxed_call = fn._boxed_call
@@ -163,17 +178,33 @@ class BackendRecorder:
         compiled_graph._graphdbg_inner = fn
         return compiled_graph
 
-    def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict):
+    def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict,
+             checker=None):
         session = self.session
         token = session.enter_compiled()
         try:
+            call_idx = next(counter)
+            snapshot = None
+            if checker is not None and session.active and checker.wants(call_idx):
+                try:
+                    snapshot = checker.before_call(args)
+                except Exception as exc:
+                    session.internal_error("eager check", exc)
             t0 = _perf_ns()
             out = fn(*args, **kwargs)
             dt = _perf_ns() - t0
             try:  # still inside: the summaries' own ops are not eager work
-                session.record_call(graph_id, next(counter), dt, out)
+                session.record_call(graph_id, call_idx, dt, out)
             except Exception as exc:
                 session.internal_error("call recorder", exc)
+            if snapshot is not None:
+                session.checking = True
+                try:
+                    checker.after_call(call_idx, snapshot, args, out)
+                except Exception as exc:
+                    session.internal_error("eager check", exc)
+                finally:
+                    session.checking = False
         finally:
             session.exit_compiled(token)
         return out

@@ -59,3 +59,56 @@ class CompileProgress:
             finally:
                 self._status = None
                 self.compiles += 1
+
+
+class BisectProgress:
+    """A rich progress bar for localisation (a few compiles, each possibly
+    tens of seconds); silent off a terminal."""
+
+    def __init__(self, enabled: bool, title: str) -> None:
+        self.enabled = enabled
+        self.title = title
+        self._progress = None
+        self._task = None
+
+    def _ensure(self) -> None:
+        if self._progress is None and self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                                       TextColumn, TimeElapsedColumn)
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                      MofNCompleteColumn(), TimeElapsedColumn(),
+                                      console=Console(stderr=True), transient=True,
+                                      redirect_stdout=False, redirect_stderr=False)
+            self._progress.start()
+            self._task = self._progress.add_task(f"graphdbg: {self.title}", total=None)
+
+    def step(self, text: str) -> None:
+        if not self.enabled:
+            return
+        try:
+            self._ensure()
+            self._progress.update(self._task, description=f"graphdbg: {self.title}: {text}")
+        except Exception:
+            self.enabled = False
+
+    def start_bar(self, total: int, text: str) -> None:
+        if not self.enabled:
+            return
+        try:
+            self._ensure()
+            self._progress.update(self._task, total=total, completed=0,
+                                  description=f"graphdbg: {self.title}: {text}")
+        except Exception:
+            self.enabled = False
+
+    def advance(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def end(self) -> None:
+        if self._progress is not None:
+            try:
+                self._progress.stop()
+            finally:
+                self._progress = None

@@ -53,7 +53,9 @@ def check_torch_version() -> None:
 class CaptureSession:
     def __init__(self, writer: RunWriter, *, values: str = "stats", eager: bool = True,
                  max_ops: int = 200_000, tensor_budget: int = 64 * 1024 * 1024,
-                 progress: bool = False, keep: str | None = None) -> None:
+                 progress: bool = False, keep: str | None = None, compare: bool = True,
+                 compare_first: int = 3, compare_every: int = 0,
+                 rtol: float | None = None, atol: float | None = None) -> None:
         if values not in tensorstats.TIERS:
             raise ValueError(f"values must be one of {tensorstats.TIERS}")
         self.writer = writer
@@ -62,6 +64,11 @@ class CaptureSession:
         self.max_ops = max_ops
         self.tensor_budget = tensor_budget
         self.keep = re.compile(keep) if keep else None
+        self.compare = compare
+        self.compare_first = compare_first
+        self.compare_every = compare_every
+        self.rtol, self.atol = rtol, atol
+        self.checking = False
         self.active = False
         self.ops_dropped = 0
         self.counts: collections.Counter = collections.Counter()
@@ -189,6 +196,79 @@ class CaptureSession:
                 blob = save({"value": t.detach().to("cpu").contiguous().clone()})
             self.writer.add("tensors", (owner, str(i), blob))
 
+    # -- findings from the eager-vs-compiled check ------------------------------------
+    def bisect_progress(self, title: str):
+        from .progress import BisectProgress
+        return BisectProgress(self.progress.enabled, title)
+
+    def record_node_times(self, graph_id: int, times_ns: dict[str, int]) -> None:
+        for name, ns in times_ns.items():
+            self.writer.add("node_times", (graph_id, name, ns))
+
+    def _node_frame(self, checker, name: str):
+        (user, code), frames, mpath, mcls = checker.node_location(name) \
+            if checker.nodes.get(name) is not None else ((None, None), [], None, None)
+        w = self.writer
+        user_id = w.frame_id(user.file, user.line, user.function, code or None) if user else None
+        stack = w.stack_id([f for f in frames if not is_internal(f.file)])
+        return user_id, stack, mpath, mcls
+
+    def report_divergence(self, checker, call_idx: int, index: int, final, loc) -> None:
+        from .compare import is_random
+        w = self.writer
+        name = loc.node
+        user_id, stack, mpath, mcls = self._node_frame(checker, name) if name else (None, None, None, None)
+        d = loc.diff or final
+        node = checker.nodes.get(name) if name else None
+        kind = d.kind
+        if node is not None and is_random(node):
+            kind = "random"
+        severity = {"miscompile": "error", "shape": "error", "dtype": "error",
+                    "precision": "info", "random": "warning"}.get(kind, "error")
+        stage = {"user": w.graph(checker.graph_id).get("backend")}.get(loc.stage, loc.stage)
+        what = f"{loc.target or name}" if name else "an output"
+        if kind == "random":
+            message = f"compiled and eager draw different random numbers at {what}"
+            hint = ("Different random streams, not a miscompile: inductor generates its own "
+                    "random numbers; torch._inductor.config.fallback_random = True makes them match eager.")
+        elif kind == "precision":
+            message = (f"compiled differs from eager at {what} but is as close or closer to float64 "
+                       f"({d.dtype})")
+            hint = ("Inductor keeps low-precision intermediates in float32; "
+                    "torch._inductor.config.emulate_precision_casts = True rounds like eager.")
+        else:
+            message = f"compiled diverges from eager at {what}" + (f" (stage {stage})" if stage else "")
+            hint = ("The op is wrong on its own inputs: look at how the backend lowers it."
+                    if loc.isolated and loc.isolated.get("diverges")
+                    else "The node alone matches eager: the error comes from how it is fused or "
+                         "from earlier nodes' rounding.")
+        detail = {
+            "classification": kind, "call": call_idx,
+            "output": index if index >= 0 else None,
+            "mutated_input": (-1 - index) if index < 0 else None,
+            "node": name, "target": loc.target, "module_path": mpath, "module_class": mcls,
+            "stage": stage, "method": loc.method, "compiles": loc.compiles,
+            "max_abs": _finite(d.max_abs), "max_rel": _finite(d.max_rel),
+            "eager_vs_fp64": d.eager_vs_fp64, "compiled_vs_fp64": d.compiled_vs_fp64,
+            "dtype": d.dtype, "isolated": loc.isolated, "undecided": loc.undecided,
+            "output_max_abs": _finite(final.max_abs), "output_max_rel": _finite(final.max_rel),
+        }
+        w.diagnostic(f"divergence|{checker.graph_id}|{name}|{kind}", kind="divergence",
+                     severity=severity, message=message, hint=hint, user_frame=user_id,
+                     stack=stack, graph_id=checker.graph_id, node=name, op=loc.target,
+                     detail=detail)
+
+    def report_nonfinite(self, checker, name: str, where: str, call_idx: int) -> None:
+        from .compare import _target_text
+        user_id, stack, mpath, mcls = self._node_frame(checker, name)
+        target = _target_text(checker.nodes[name])
+        self.writer.diagnostic(
+            f"nan_inf|{checker.graph_id}|{name}|{where}", kind="nan_inf", severity="warning",
+            message=f"first NaN/Inf in {where} appears at {target} (node {name})",
+            hint="Its inputs are finite: this op creates the non-finite values.",
+            user_frame=user_id, stack=stack, graph_id=checker.graph_id, node=name, op=target,
+            detail={"where": where, "call": call_idx, "module_path": mpath, "module_class": mcls})
+
     # -- findings from the runner ----------------------------------------------------
     def runtime_error(self, exc: BaseException) -> None:
         frames = [Frame(f.filename, f.lineno or 0, f.name)
@@ -222,6 +302,11 @@ class CaptureSession:
         self.counts["internal_errors"] += 1
         if len(self.internal_errors) < 50:
             self.internal_errors.append(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _finite(x: float | None) -> float | None:
+    import math
+    return x if x is None or math.isfinite(x) else None
 
 
 def _headline(exc: BaseException) -> str:

@@ -123,7 +123,7 @@ class TraceHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         session = self.session
-        if not session.active:
+        if not session.active or session.checking:  # our own check compiles are not the program's
             return
         try:
             self._handle(getattr(record, "metadata", {}) or {}, getattr(record, "payload", None))

@@ -46,6 +46,7 @@ def test_sample_findings_and_observer_rule(name, workdir):
                     "--save", "observed.safetensors", cwd=workdir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = report_json(f"{name}.run", workdir)
+    assert doc["run"]["internal_errors"] == []
 
     # findings exactly at the marked lines, once per site; a break inside a
     # library is reported at the library's line, with the marked user call in
