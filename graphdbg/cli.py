@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--atol", type=float, metavar="X",
                      help="absolute tolerance of the eager check (default per dtype: "
                           "float32 1e-5, bfloat16 1e-2, float16 1e-3)")
+    run.add_argument("--localize", choices=("auto", "bisect"), default="auto",
+                     help="how to find the first divergent node: auto (one compile with every "
+                          "intermediate as an output, bisection if that hides the difference) "
+                          "or bisect (prefix bisection only, when fusion matters)")
     run.add_argument("--no-eager", dest="eager", action="store_false",
                      help="do not record eager aten ops (compiled side only)")
     run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
@@ -86,11 +90,12 @@ def _run_options(ns: argparse.Namespace) -> dict:
             "max_ops": ns.max_ops, "keep": ns.keep,
             "tensor_budget": int(ns.tensor_budget * 2**20),
             "compare": {"compare": ns.compare, "compare_first": ns.compare_first,
-                        "compare_every": ns.compare_every, "rtol": ns.rtol, "atol": ns.atol}}
+                        "compare_every": ns.compare_every, "rtol": ns.rtol, "atol": ns.atol,
+                        "localize": ns.localize}}
 
 
 _RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
-                   "--compare-first", "--compare-every", "--rtol", "--atol"}
+                   "--compare-first", "--compare-every", "--rtol", "--atol", "--localize"}
 
 
 def _split_run_argv(argv: list[str]) -> tuple[list[str], list[str]]:

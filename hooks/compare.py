@@ -82,6 +82,7 @@ class Localization:
     stage: str | None = None
     method: str | None = None
     compiles: int = 0
+    by_stage: dict = field(default_factory=dict)
     isolated: dict | None = None
     diff: ValueDiff | None = None
     undecided: list[str] = field(default_factory=list)
@@ -348,7 +349,11 @@ class GraphChecker:
         _set_rng(rng)
         return fn(*clone_inputs(inputs))
 
-    def _compile(self, stage: str, gm: torch.fx.GraphModule, inputs: list) -> Callable:
+    def _compile(self, stage: str, gm: torch.fx.GraphModule, inputs: list,
+                 loc: Localization | None = None) -> Callable:
+        if loc is not None:
+            loc.compiles += 1
+            loc.by_stage[stage] = loc.by_stage.get(stage, 0) + 1
         if stage == "user":
             return self.compile_user(gm, list(inputs))
         from torch._dynamo.backends.registry import lookup_backend
@@ -356,8 +361,9 @@ class GraphChecker:
 
     def _outputs_diverge(self, stage: str, gm: torch.fx.GraphModule, names: list[str],
                          inputs: list, rng: tuple, ref: RecordingInterpreter,
-                         judge: RecordingInterpreter | None) -> list[ValueDiff | None]:
-        fn = self._compile(stage, gm, inputs)
+                         judge: RecordingInterpreter | None,
+                         loc: Localization) -> list[ValueDiff | None]:
+        fn = self._compile(stage, gm, inputs, loc)
         with _preserved_rng(), torch.no_grad():
             out = _flat(self._run_compiled(fn, inputs, rng))
         result = []
@@ -388,8 +394,7 @@ class GraphChecker:
                 progress.step(f"checking stage {stage}")
                 try:
                     full = graph_with_outputs(self.gm, candidates)
-                    loc.compiles += 1
-                    diffs = self._outputs_diverge(stage, full, candidates, inputs, rng, ref, judge)
+                    diffs = self._outputs_diverge(stage, full, candidates, inputs, rng, ref, judge, loc)
                 except Exception as exc:
                     loc.undecided.append(f"stage {stage} failed: {type(exc).__name__}: {exc}"[:300])
                     continue
@@ -399,12 +404,11 @@ class GraphChecker:
                     loc.node, loc.diff, loc.method = candidates[first], diffs[first], "intermediate outputs"
                     break
             # 2. within the user's backend: every intermediate as an output, one compile
-            if loc.node is None:
+            if loc.node is None and self.session.localize != "bisect":
                 progress.step("compiling the graph with every intermediate as an output")
                 try:
                     full = graph_with_outputs(self.gm, candidates)
-                    loc.compiles += 1
-                    diffs = self._outputs_diverge("user", full, candidates, inputs, rng, ref, judge)
+                    diffs = self._outputs_diverge("user", full, candidates, inputs, rng, ref, judge, loc)
                     if any(diffs):
                         first = next(i for i, d in enumerate(diffs) if d)
                         loc.node, loc.diff, loc.method = candidates[first], diffs[first], "intermediate outputs"
@@ -422,9 +426,8 @@ class GraphChecker:
                     mid = (lo + hi) // 2
                     name = candidates[mid]
                     try:
-                        loc.compiles += 1
                         d = self._outputs_diverge(loc.stage, graph_with_outputs(self.gm, [name]),
-                                                  [name], inputs, rng, ref, judge)[0]
+                                                  [name], inputs, rng, ref, judge, loc)[0]
                     except Exception as exc:
                         loc.undecided.append(f"{name}: backend failed on the prefix graph "
                                              f"({type(exc).__name__})")
@@ -451,8 +454,7 @@ class GraphChecker:
                   judge: RecordingInterpreter | None) -> dict:
         try:
             gm1, inputs = single_node_graph(self.gm, loc.node, ref.values)
-            loc.compiles += 1
-            fn = self._compile(loc.stage, gm1, inputs)
+            fn = self._compile(loc.stage, gm1, inputs, loc)
             with _preserved_rng(), torch.no_grad():
                 out = _flat(fn(*clone_inputs(inputs)))[0]
         except Exception as exc:

@@ -55,7 +55,8 @@ class CaptureSession:
                  max_ops: int = 200_000, tensor_budget: int = 64 * 1024 * 1024,
                  progress: bool = False, keep: str | None = None, compare: bool = True,
                  compare_first: int = 3, compare_every: int = 0,
-                 rtol: float | None = None, atol: float | None = None) -> None:
+                 rtol: float | None = None, atol: float | None = None,
+                 localize: str = "auto") -> None:
         if values not in tensorstats.TIERS:
             raise ValueError(f"values must be one of {tensorstats.TIERS}")
         self.writer = writer
@@ -68,6 +69,7 @@ class CaptureSession:
         self.compare_first = compare_first
         self.compare_every = compare_every
         self.rtol, self.atol = rtol, atol
+        self.localize = localize
         self.checking = False
         self.active = False
         self.ops_dropped = 0
@@ -248,6 +250,8 @@ class CaptureSession:
             "mutated_input": (-1 - index) if index < 0 else None,
             "node": name, "target": loc.target, "module_path": mpath, "module_class": mcls,
             "stage": stage, "method": loc.method, "compiles": loc.compiles,
+            "stage_compiles": loc.by_stage.get(loc.stage, 0),
+            "compiles_by_stage": {({"user": stage}.get(k, k)): v for k, v in loc.by_stage.items()},
             "max_abs": _finite(d.max_abs), "max_rel": _finite(d.max_rel),
             "eager_vs_fp64": d.eager_vs_fp64, "compiled_vs_fp64": d.compiled_vs_fp64,
             "dtype": d.dtype, "isolated": loc.isolated, "undecided": loc.undecided,

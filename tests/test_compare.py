@@ -1,0 +1,109 @@
+"""Eager vs compiled: fault-injecting backends change exactly one node of a
+50+ node graph; graphdbg must name that node's line, within ceil(log2 N)+2
+compiles of the stage it bisects, and change nothing the program computes."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pytest
+
+from conftest import ROOT, ENV, graphdbg, report_json
+
+SUPPORT = ROOT / "tests" / "support"
+
+MODEL = '''\
+import sys, torch
+from faulty_backends import make_faulty_backend, by_line
+
+class Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.fc = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.norm(x)                       # line 11
+        h = self.fc(h)                         # line 12
+        h = torch.nn.functional.gelu(h)        # line 13
+        return x + h * 0.5                     # line 14
+
+class Deep(torch.nn.Module):
+    def __init__(self, d=32, n=10):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(d) for _ in range(n))
+        self.head = torch.nn.Linear(d, 4)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        x = torch.sigmoid(x)                   # line 25
+        return self.head(x)                    # line 26
+
+torch.manual_seed(0)
+model = Deep()
+backend = make_faulty_backend(by_line(LINE, "prog.py"), "MUTATION", inner="aot_eager")
+compiled = torch.compile(model, backend=backend)
+x = torch.randn(8, 32)
+out = compiled(x)
+print("mutated", backend.mutated[:1])
+'''
+
+
+def _run_model(workdir, line: int, mutation: str, *opts: str) -> dict:
+    (workdir / "prog.py").write_text(MODEL.replace("LINE", str(line)).replace("MUTATION", mutation))
+    proc = graphdbg("run", "-q", "-o", "p.run", *opts, "prog.py", cwd=workdir,
+                    env={**ENV, "PYTHONPATH": str(SUPPORT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mutated [(" in proc.stdout
+    return report_json("p.run", workdir)
+
+
+@pytest.mark.parametrize("line,mutation", [(12, "scale"), (25, "swap_op"), (13, "offset")])
+def test_single_node_fault_is_found_at_its_line(workdir, line, mutation):
+    doc = _run_model(workdir, line, mutation)
+    (g,) = doc["graphs"]
+    n_ops = sum(1 for n in g["nodes"] if n["op"].startswith("call_"))
+    assert n_ops >= 50
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert d["severity"] == "error" and d["detail"]["classification"] == "miscompile"
+    assert d["file"].endswith("prog.py") and d["line"] == line
+    det = d["detail"]
+    assert det["isolated"]["decided"] and det["isolated"]["diverges"]
+    assert det["compiled_vs_fp64"] > 10 * (det["eager_vs_fp64"] or 0)
+    assert det["stage_compiles"] <= math.ceil(math.log2(n_ops)) + 2
+    assert d["node"] and d["op"]
+    if line < 20:  # inside a Block: the module that ran it is named
+        assert det["module_path"].startswith("blocks.0") and det["module_class"] in ("Block", "Linear")
+    assert doc["run"]["internal_errors"] == []
+
+
+def test_bisection_finds_the_node_when_intermediate_outputs_are_not_used(workdir):
+    doc = _run_model(workdir, 14, "scale", "--localize", "bisect")
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert d["line"] == 14 and d["detail"]["method"] == "bisection"
+    n_ops = sum(1 for n in doc["graphs"][0]["nodes"] if n["op"].startswith("call_"))
+    assert d["detail"]["stage_compiles"] <= math.ceil(math.log2(n_ops)) + 2
+
+
+def test_clean_graph_has_no_divergence_and_timings_per_node(workdir):
+    (workdir / "clean.py").write_text(textwrap.dedent('''\
+        import torch
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        c = torch.compile(m, backend="aot_eager")
+        for _ in range(4):
+            c(torch.randn(5, 16))
+        '''))
+    proc = graphdbg("run", "-q", "-o", "c.run", "clean.py", cwd=workdir)
+    assert proc.returncode == 0
+    doc = report_json("c.run", workdir)
+    assert doc["diagnostics"] == []
+    timed = [n for n in doc["graphs"][0]["nodes"] if n["op"].startswith("call_")]
+    assert timed and all(n["eager_ns"] and n["eager_ns"] > 0 for n in timed)
+    assert doc["hot_nodes"] and doc["hot_nodes"][0]["eager_ns"] >= doc["hot_nodes"][-1]["eager_ns"]
+
+
+def test_no_compare_turns_the_check_off(workdir):
+    doc = _run_model(workdir, 12, "scale", "--no-compare")
+    assert [d for d in doc["diagnostics"] if d["kind"] == "divergence"] == []
