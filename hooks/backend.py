@@ -200,7 +200,7 @@ class BackendRecorder:
             if snapshot is not None:
                 session.checking = True
                 try:
-                    checker.after_call(call_idx, snapshot, args, out)
+                    checker.after_call(call_idx, snapshot, args, out, fn)
                 except Exception as exc:
                     session.internal_error("eager check", exc)
                 finally:

@@ -275,6 +275,7 @@ class GraphChecker:
         self.checked = 0
         self.reported: set[str] = set()
         self.disabled = False
+        self.grads_checked = False
 
     # -- per call ---------------------------------------------------------------------
     def wants(self, call_idx: int) -> bool:
@@ -288,11 +289,11 @@ class GraphChecker:
     def before_call(self, args: tuple) -> tuple[list | None, tuple]:
         """What the reference needs, taken before the compiled call runs: the
         inputs only if the graph may change them, and the RNG state."""
-        return (clone_inputs(args) if self.needs_clone else None), rng_state()
+        return (clone_inputs(args) if self.needs_clone else None), rng_state(), torch.is_grad_enabled()
 
-    def after_call(self, call_idx: int, snapshot: tuple[list, tuple], args: tuple,
-                   compiled_out: Any) -> None:
-        inputs, rng = snapshot
+    def after_call(self, call_idx: int, snapshot: tuple, args: tuple, compiled_out: Any,
+                   compiled_fn: Callable | None = None) -> None:
+        inputs, rng, grad_mode = snapshot
         if inputs is None:
             inputs = list(args)
         # The reference always works on clones: a missed in-place op must never
@@ -335,6 +336,9 @@ class GraphChecker:
                     if is_finding(d) and worst is None:
                         worst = (d, None, -1 - i)
         if worst is None:
+            if grad_mode and compiled_fn is not None and not self.grads_checked:
+                self.grads_checked = True
+                self.check_gradients(call_idx, inputs, rng, compiled_fn, ref_out)
             return
         d, name, index = worst
         key = f"{name}|{index}"
@@ -467,6 +471,109 @@ class GraphChecker:
     def session_backend_name(self) -> str:
         return self.session.writer.graph(self.graph_id).get("backend") or ""
 
+    # -- gradients --------------------------------------------------------------------
+    def _grads(self, run: Callable, inputs: list, ups_seed: int, float64: bool = False,
+               select: Callable[[Any], list] | None = None) -> list | None:
+        """Gradients of the graph inputs that require grad, for upstream
+        gradients drawn from a private generator (the program's RNG is untouched)."""
+        args, leaves = [], []
+        for a in inputs:
+            if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point():
+                leaf = a.detach().clone()
+                if float64:
+                    leaf = leaf.to(torch.float64)
+                leaf.requires_grad_(True)
+                leaves.append(leaf)
+                args.append(leaf)
+            else:
+                args.append(a.detach().clone() if isinstance(a, torch.Tensor) else a)
+        if not leaves:
+            return None
+        with torch.enable_grad():
+            out = run(*args)
+        outs = [o for o in (select(out) if select else _flat(out))
+                if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+        if not outs:
+            return None
+        gen = torch.Generator().manual_seed(ups_seed)
+        ups = [torch.randn(tuple(o.shape), generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
+        grads = torch.autograd.grad(outs, leaves, ups, allow_unused=True)
+        return [g if g is not None else torch.zeros_like(l) for g, l in zip(grads, leaves)]
+
+    def _grads_diverge(self, run_c: Callable, inputs: list, rng: tuple,
+                       select: Callable[[Any], list] | None = None) -> ValueDiff | None:
+        """Compiled (run_c) vs eager vs float64 gradients of the graph's inputs."""
+        with _preserved_rng():
+            _set_rng(rng)
+            g_c = self._grads(run_c, inputs, 0, select=select)
+            _set_rng(rng)
+            g_e = self._grads(lambda *a: RecordingInterpreter(self._gm_for(select)).run(*a),
+                              inputs, 0, select=select)
+            _set_rng(rng)
+            try:
+                g_j = self._grads(lambda *a: RecordingInterpreter(self._gm_for(select), float64=True).run(*a),
+                                  inputs, 0, float64=True, select=select)
+            except Exception:
+                g_j = None
+        if g_c is None or g_e is None:
+            return None
+        worst = None
+        for i, (c, e) in enumerate(zip(g_c, g_e)):
+            j = g_j[i] if g_j is not None else None
+            d = compare_values(c, e, j, rtol=self.session.rtol, atol=self.session.atol)
+            if is_finding(d) and (worst is None or _rank(d) > _rank(worst)):
+                worst = d
+        return worst
+
+    def _gm_for(self, select) -> torch.fx.GraphModule:
+        return getattr(select, "gm", None) or self.gm
+
+    def check_gradients(self, call_idx: int, inputs: list, rng: tuple, compiled_fn: Callable,
+                        ref_out: Any) -> None:
+        """Input and parameter gradients, same upstream gradient, compiled vs
+        eager; a divergence is bisected over forward prefixes, so it maps to the
+        forward line whose backward is wrong."""
+        try:
+            final = self._grads_diverge(compiled_fn, inputs, rng)
+        except Exception as exc:
+            self.session.internal_error(f"gradient check of graph {self.graph_id}", exc)
+            return
+        if final is None or "grad" in self.reported:
+            return
+        self.reported.add("grad")
+        loc = Localization(diff=final, stage="user", method="bisection (backward)")
+        candidates = [n.name for n in self.gm.graph.nodes
+                      if n.op in ("call_function", "call_method", "call_module")
+                      and isinstance(n.meta.get("example_value"), torch.Tensor)
+                      and n.meta["example_value"].is_floating_point()
+                      and n.meta["example_value"].requires_grad]
+        progress = self.session.bisect_progress(f"graph {self.graph_id}: localizing gradient divergence")
+        try:
+            lo, hi = 0, len(candidates) - 1
+            progress.start_bar(max(1, math.ceil(math.log2(max(2, len(candidates))))),
+                               f"bisecting {len(candidates)} nodes (forward + backward)")
+            while lo < hi:
+                mid = (lo + hi) // 2
+                sub = graph_with_outputs(self.gm, [candidates[mid]])
+                try:
+                    fn = self._compile("user", sub, inputs, loc)
+                    pick = _Select(sub)
+                    d = self._grads_diverge(fn, inputs, rng, select=pick)
+                except Exception as exc:
+                    loc.undecided.append(f"{candidates[mid]}: {type(exc).__name__}")
+                    d = None
+                if d:
+                    hi, loc.diff = mid, d
+                else:
+                    lo = mid + 1
+                progress.advance()
+            if candidates:
+                loc.node = candidates[lo]
+                loc.target = _target_text(self.nodes[loc.node])
+        finally:
+            progress.end()
+        self.session.report_divergence(self, call_idx, 0, final, loc, direction="backward")
+
     # -- records ----------------------------------------------------------------------
     def node_location(self, name: str) -> tuple[Any, list, str | None, str | None]:
         node = self.nodes.get(name)
@@ -488,6 +595,16 @@ class GraphChecker:
             return
         self.reported.add(f"nonfinite|{name}")
         self.session.report_nonfinite(self, name, where, call_idx)
+
+
+class _Select:
+    """Outputs of a prefix graph, and that graph for the eager side."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+
+    def __call__(self, out: Any) -> list:
+        return _flat(out)
 
 
 def _rank(d: ValueDiff) -> tuple:

@@ -215,7 +215,8 @@ class CaptureSession:
         stack = w.stack_id([f for f in frames if not is_internal(f.file)])
         return user_id, stack, mpath, mcls
 
-    def report_divergence(self, checker, call_idx: int, index: int, final, loc) -> None:
+    def report_divergence(self, checker, call_idx: int, index: int, final, loc,
+                          direction: str = "forward") -> None:
         from .compare import is_random
         w = self.writer
         name = loc.node
@@ -238,6 +239,11 @@ class CaptureSession:
                        f"({d.dtype})")
             hint = ("Inductor keeps low-precision intermediates in float32; "
                     "torch._inductor.config.emulate_precision_casts = True rounds like eager.")
+        elif direction == "backward":
+            message = (f"compiled gradients diverge from eager in the backward of {what}"
+                       + (f" (stage {stage})" if stage else ""))
+            hint = ("The forward values match; the backward of this line's op is wrong "
+                    "(gradients of inputs and parameters compared with the same upstream gradient).")
         else:
             message = f"compiled diverges from eager at {what}" + (f" (stage {stage})" if stage else "")
             hint = ("The op is wrong on its own inputs: look at how the backend lowers it."
@@ -245,7 +251,7 @@ class CaptureSession:
                     else "The node alone matches eager: the error comes from how it is fused or "
                          "from earlier nodes' rounding.")
         detail = {
-            "classification": kind, "call": call_idx,
+            "classification": kind, "call": call_idx, "direction": direction,
             "output": index if index >= 0 else None,
             "mutated_input": (-1 - index) if index < 0 else None,
             "node": name, "target": loc.target, "module_path": mpath, "module_class": mcls,
@@ -257,7 +263,7 @@ class CaptureSession:
             "dtype": d.dtype, "isolated": loc.isolated, "undecided": loc.undecided,
             "output_max_abs": _finite(final.max_abs), "output_max_rel": _finite(final.max_rel),
         }
-        w.diagnostic(f"divergence|{checker.graph_id}|{name}|{kind}", kind="divergence",
+        w.diagnostic(f"divergence|{checker.graph_id}|{name}|{kind}|{direction}", kind="divergence",
                      severity=severity, message=message, hint=hint, user_frame=user_id,
                      stack=stack, graph_id=checker.graph_id, node=name, op=loc.target,
                      detail=detail)

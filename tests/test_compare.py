@@ -107,3 +107,26 @@ def test_clean_graph_has_no_divergence_and_timings_per_node(workdir):
 def test_no_compare_turns_the_check_off(workdir):
     doc = _run_model(workdir, 12, "scale", "--no-compare")
     assert [d for d in doc["diagnostics"] if d["kind"] == "divergence"] == []
+
+
+@pytest.mark.parametrize("line,aten", [(25, None), (13, None)])
+def test_backward_fault_maps_to_the_forward_line(workdir, line, aten):
+    select = f"by_line({line}, 'prog.py')"
+    if aten:
+        select = f"all_of(by_aten(torch.ops.aten.{aten}.default), {select})"
+    script = (MODEL.replace("make_faulty_backend, by_line",
+                            "make_backward_faulty_backend, by_line, by_aten, all_of")
+              .replace('backend = make_faulty_backend(by_line(LINE, "prog.py"), "MUTATION", inner="aot_eager")',
+                       f'backend = make_backward_faulty_backend({select}, "scale", inner="aot_eager")')
+              .replace('out = compiled(x)\n', 'out = compiled(x)\nout.square().sum().backward()\n'))
+    (workdir / "prog.py").write_text(script)
+    proc = graphdbg("run", "-q", "-o", "p.run", "prog.py", cwd=workdir,
+                    env={**ENV, "PYTHONPATH": str(SUPPORT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mutated [(" in proc.stdout
+    doc = report_json("p.run", workdir)
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert d["detail"]["direction"] == "backward"
+    assert d["line"] == line and d["file"].endswith("prog.py")
+    n_ops = sum(1 for n in doc["graphs"][0]["nodes"] if n["op"].startswith("call_"))
+    assert d["detail"]["stage_compiles"] <= math.ceil(math.log2(n_ops)) + 2
