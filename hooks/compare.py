@@ -86,6 +86,7 @@ class Localization:
     isolated: dict | None = None
     diff: ValueDiff | None = None
     undecided: list[str] = field(default_factory=list)
+    random: "Localization | None" = None
 
 
 def _flat(value: Any) -> list:
@@ -276,6 +277,7 @@ class GraphChecker:
         self.reported: set[str] = set()
         self.disabled = False
         self.grads_checked = False
+        self.last_values: dict[str, Any] = {}
 
     # -- per call ---------------------------------------------------------------------
     def wants(self, call_idx: int) -> bool:
@@ -346,7 +348,12 @@ class GraphChecker:
             return
         self.reported.add(key)
         loc = self.localize(inputs, rng, ref, judge, d)
-        self.session.report_divergence(self, call_idx, index, d, loc)
+        if loc.random is not None:
+            loc.random.compiles, loc.random.by_stage = loc.compiles, dict(loc.by_stage)
+            loc.random.target = _target_text(self.nodes[loc.random.node])
+            self.session.report_divergence(self, call_idx, index, d, loc.random)
+        if loc.node is not None or loc.random is None:
+            self.session.report_divergence(self, call_idx, index, d, loc)
 
     # -- localisation -----------------------------------------------------------------
     def _run_compiled(self, fn: Callable, inputs: list, rng: tuple) -> Any:
@@ -370,6 +377,7 @@ class GraphChecker:
         fn = self._compile(stage, gm, inputs, loc)
         with _preserved_rng(), torch.no_grad():
             out = _flat(self._run_compiled(fn, inputs, rng))
+        self.last_values = dict(zip(names, out))
         result = []
         for name, value in zip(names, out):
             j = judge.values.get(name) if judge is not None else None
@@ -389,36 +397,40 @@ class GraphChecker:
                           and ref.values[n.name].is_floating_point()]
             if not candidates:
                 return loc
-            final_names = [candidates[-1]]
-            # 1. the stage ladder, on the whole graph
+            # 1. the stage ladder, then the user's backend: each compiles the whole
+            #    graph with every intermediate as an extra output (one compile per stage)
+            stages = [st for st in _STAGES if st != self.session_backend_name()]
+            if self.session.localize != "bisect":
+                stages.append("user")
             loc.stage = "user"
-            for stage in _STAGES:
-                if stage == self.session_backend_name():
-                    break
-                progress.step(f"checking stage {stage}")
+            for stage in stages:
+                progress.step("compiling the graph with every intermediate as an output"
+                              if stage == "user" else f"checking stage {stage}")
                 try:
                     full = graph_with_outputs(self.gm, candidates)
                     diffs = self._outputs_diverge(stage, full, candidates, inputs, rng, ref, judge, loc)
                 except Exception as exc:
-                    loc.undecided.append(f"stage {stage} failed: {type(exc).__name__}: {exc}"[:300])
-                    continue
-                if any(diffs):
-                    loc.stage = stage
-                    first = next(i for i, d in enumerate(diffs) if d)
-                    loc.node, loc.diff, loc.method = candidates[first], diffs[first], "intermediate outputs"
-                    break
-            # 2. within the user's backend: every intermediate as an output, one compile
-            if loc.node is None and self.session.localize != "bisect":
-                progress.step("compiling the graph with every intermediate as an output")
-                try:
-                    full = graph_with_outputs(self.gm, candidates)
-                    diffs = self._outputs_diverge("user", full, candidates, inputs, rng, ref, judge, loc)
-                    if any(diffs):
-                        first = next(i for i, d in enumerate(diffs) if d)
-                        loc.node, loc.diff, loc.method = candidates[first], diffs[first], "intermediate outputs"
-                except Exception as exc:
+                    what = "the user's backend" if stage == "user" else f"stage {stage}"
                     loc.undecided.append(
-                        f"backend failed on the graph with extra outputs: {type(exc).__name__}: {exc}"[:300])
+                        f"{what} failed on the graph with extra outputs: {type(exc).__name__}: {exc}"[:300])
+                    continue
+                if not any(diffs):
+                    continue
+                first = next(i for i, d in enumerate(diffs) if d)
+                found = Localization(node=candidates[first], stage=stage, diff=diffs[first],
+                                     method="intermediate outputs")
+                if not is_random(self.nodes[found.node]):
+                    loc.node, loc.stage, loc.diff, loc.method = found.node, stage, found.diff, found.method
+                    break
+                # different random draws: say so once, replay them, keep checking
+                if loc.random is None:
+                    loc.random = found
+                after = self._beyond_random(candidates, dict(self.last_values), inputs, rng, found)
+                if after is not None:
+                    loc.node, loc.stage, loc.diff, loc.method = after.node, stage, after.diff, after.method
+                    break
+            if loc.node is None and loc.random is not None:
+                return loc  # nothing but random streams
             # 3. bisection over prefixes when fusion matters (or the above failed)
             if loc.node is None:
                 loc.method = "bisection"
@@ -453,6 +465,35 @@ class GraphChecker:
         finally:
             progress.end()
         return loc
+
+    def _beyond_random(self, candidates: list[str], compiled: dict[str, Any], inputs: list,
+                       rng: tuple, found: Localization) -> Localization | None:
+        """Random ops draw differently compiled; replay the compiled draws in
+        the eager reference and keep checking the rest of the graph."""
+        overrides = {n: compiled[n] for n in self.random_nodes if n in compiled}
+        with _preserved_rng(), torch.no_grad():
+            _set_rng(rng)
+            ref = RecordingInterpreter(self.gm, overrides=overrides)
+            ref.run(*clone_inputs(inputs))
+            _set_rng(rng)
+            try:
+                judge = RecordingInterpreter(self.gm, float64=True, overrides={
+                    k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                    for k, v in overrides.items()})
+                judge.run(*clone_inputs(inputs))
+            except Exception:
+                judge = None
+        for name in candidates:
+            if name in overrides:
+                continue
+            j = judge.values.get(name) if judge is not None else None
+            d = compare_values(compiled.get(name), ref.values.get(name), j,
+                               rtol=self.session.rtol, atol=self.session.atol)
+            if is_finding(d):
+                return Localization(node=name, target=_target_text(self.nodes[name]),
+                                    stage=found.stage, diff=d,
+                                    method="intermediate outputs, random draws replayed")
+        return None
 
     def _isolated(self, loc: Localization, ref: RecordingInterpreter,
                   judge: RecordingInterpreter | None) -> dict:

@@ -130,3 +130,61 @@ def test_backward_fault_maps_to_the_forward_line(workdir, line, aten):
     assert d["line"] == line and d["file"].endswith("prog.py")
     n_ops = sum(1 for n in doc["graphs"][0]["nodes"] if n["op"].startswith("call_"))
     assert d["detail"]["stage_compiles"] <= math.ceil(math.log2(n_ops)) + 2
+
+
+RANDOM_MODEL = '''\
+import torch
+
+def own_random_stream(gm, example_inputs):
+    """Same graph, but draws from a shifted random stream (as inductor's own RNG
+    does); with SWAP it also computes tanh as sigmoid."""
+    from torch._dynamo.backends.registry import lookup_backend
+    if SWAP:
+        for n in gm.graph.nodes:
+            if n.target is torch.tanh:
+                n.target = torch.sigmoid
+        gm.recompile()
+    compiled = lookup_backend("aot_eager")(gm, example_inputs)
+
+    def run(*args):
+        torch.rand(1)
+        return compiled(*args)
+    return run
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = self.drop(h)            # line 27
+        return torch.tanh(h) * 2    # line 28
+
+torch.manual_seed(0)
+model = M()
+c = torch.compile(model, backend=own_random_stream)
+with torch.no_grad():
+    out = c(torch.randn(4, 16))
+print(float(out.sum()), float(torch.rand(1)))
+'''
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_random_ops_are_reported_as_random_and_the_rest_still_checked(workdir, swap):
+    (workdir / "r.py").write_text(RANDOM_MODEL.replace("SWAP", str(swap)))
+    proc = graphdbg("run", "-q", "-o", "r.run", "r.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = report_json("r.run", workdir)
+    found = {(d["detail"]["classification"], d["line"]) for d in doc["diagnostics"]
+             if d["kind"] == "divergence"}
+    expected = {("random", 27)} | ({("miscompile", 28)} if swap else set())
+    assert found == expected
+    rnd = next(d for d in doc["diagnostics"] if d["detail"]["classification"] == "random")
+    assert rnd["severity"] == "warning" and "fallback_random" in rnd["hint"]
+    # the program's own random stream is untouched by the checks
+    plain = __import__("subprocess").run(
+        [__import__("sys").executable, "r.py"], cwd=workdir, capture_output=True, text=True,
+        env=ENV).stdout
+    assert proc.stdout == plain
