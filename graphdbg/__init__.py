@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from .version import __version__
 
-__all__ = ["__version__", "capture", "open_run"]
+__all__ = ["__version__", "capture", "compare", "open_run"]
+
+
+def compare(fn, *inputs, **kwargs):
+    """Eager vs compiled for one call: see `graphdbg.api.compare`."""
+    from .api import compare as _compare
+    return _compare(fn, *inputs, **kwargs)
 
 
 def open_run(path: str):
