@@ -54,3 +54,42 @@ def test_training_loop_under_inductor_is_bitwise_unchanged(workdir):
     # the optimizer runs eagerly; the compiled forward/backward never show up as eager ops
     phases = {o["phase"] for o in doc["eager"]["top_ops"]}
     assert "forward" in phases
+
+
+def _inductor_doc(workdir, name: str, *opts: str) -> dict:
+    proc = graphdbg("run", "-q", "-o", f"{name}.run", *opts, SAMPLES / f"{name}.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = report_json(f"{name}.run", workdir)
+    assert doc["run"]["internal_errors"] == []
+    return doc
+
+
+@pytest.mark.inductor
+def test_clean_fp32_models_have_no_divergence_under_inductor(workdir):
+    doc = _inductor_doc(workdir, "clean_compare")
+    assert doc["graphs"] and all(g["backend"] == "inductor" for g in doc["graphs"])
+    assert [d for d in doc["diagnostics"] if d["kind"] in ("divergence", "nan_inf")] == []
+
+
+@pytest.mark.inductor
+def test_bf16_difference_is_classified_precision(workdir):
+    from conftest import markers
+    sample = SAMPLES / "bf16_precision.py"
+    doc = _inductor_doc(workdir, "bf16_precision")
+    divs = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert divs and all(d["detail"]["classification"] == "precision" for d in divs)
+    assert all(d["severity"] == "info" for d in divs)
+    assert {(d["file"], d["line"]) for d in divs} == markers(sample, "precision")
+    d = divs[0]
+    assert d["detail"]["compiled_vs_fp64"] < d["detail"]["eager_vs_fp64"]
+    assert "emulate_precision_casts" in d["hint"]
+
+
+@pytest.mark.inductor
+def test_faulty_inductor_backend_is_localized(workdir):
+    from conftest import markers
+    sample = SAMPLES / "divergence_faulty.py"
+    doc = _inductor_doc(workdir, "divergence_faulty")
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert {(d["file"], d["line"])} == markers(sample, "divergence")
+    assert d["detail"]["classification"] == "miscompile" and d["severity"] == "error"

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from conftest import ENV, PLAIN_RUN, SAMPLES, graphdbg, markers, report_json, sites
 
 SAMPLE_NAMES = ["mlp_clean", "graph_breaks", "recompiles", "eager_only", "train_loop",
-                "transformer", "showcase", "hf_gpt2"]
+                "transformer", "showcase", "hf_gpt2", "divergence_faulty", "clean_compare"]
 
 
 def library_markers(path) -> list[tuple[int, str, str, str]]:
@@ -65,8 +65,11 @@ def test_sample_findings_and_observer_rule(name, workdir):
         assert found == markers(sample, kind), kind
         found = [(d["file"], d["line"]) for d in doc["diagnostics"] if d["kind"] == kind]
         assert len(found) == len(set(found))
+    miscompiles = {(d["file"], d["line"]) for d in doc["diagnostics"] if d["kind"] == "divergence"
+                   and d["detail"]["classification"] == "miscompile"}
+    assert miscompiles == markers(sample, "divergence")
     for d in doc["diagnostics"]:
-        assert d["kind"] in ("graph_break", "recompile"), d
+        assert d["kind"] in ("graph_break", "recompile", "divergence"), d
         assert d["code"] and d["function"]
         if d["kind"] == "graph_break":
             assert "generic_jump" not in d["message"]
