@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="how to find the first divergent node: auto (one compile with every "
                           "intermediate as an output, bisection if that hides the difference) "
                           "or bisect (prefix bisection only, when fusion matters)")
+    run.add_argument("--stance", choices=("default", "force_eager", "eager_on_recompile",
+                                          "fail_on_recompile"),
+                     help="run under torch.compiler.set_stance(STANCE); force_eager records an "
+                          "eager run of a compiled program, for `graphdbg diff`")
     run.add_argument("--no-eager", dest="eager", action="store_false",
                      help="do not record eager aten ops (compiled side only)")
     run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
@@ -65,6 +69,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print nothing of graphdbg's own after the run")
     run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
+
+    dif = sub.add_parser("diff", help="compare two runs of the same program",
+                         description="Align two runs (e.g. `graphdbg run --stance force_eager` "
+                                     "against a compiled run) by source line, op and occurrence, "
+                                     "and report where shapes, values or timings part ways. "
+                                     "Exits 1 when values or shapes differ.")
+    dif.add_argument("run_a", help="first run file (the reference, e.g. eager)")
+    dif.add_argument("run_b", help="second run file")
+    dif.add_argument("--json", action="store_true", help="print a JSON document")
+    dif.add_argument("--rtol", type=float, default=1e-3,
+                     help="relative difference of value summaries that counts (default 1e-3)")
 
     rep = sub.add_parser("report", help="summarise a run file (newest in . by default)",
                          description="Print a summary of a run file: problems with their "
@@ -87,7 +102,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
 
 def _run_options(ns: argparse.Namespace) -> dict:
     return {"output": ns.output, "values": ns.values, "quiet": ns.quiet, "eager": ns.eager,
-            "max_ops": ns.max_ops, "keep": ns.keep,
+            "max_ops": ns.max_ops, "keep": ns.keep, "stance": ns.stance,
             "tensor_budget": int(ns.tensor_budget * 2**20),
             "compare": {"compare": ns.compare, "compare_first": ns.compare_first,
                         "compare_every": ns.compare_every, "rtol": ns.rtol, "atol": ns.atol,
@@ -95,7 +110,8 @@ def _run_options(ns: argparse.Namespace) -> dict:
 
 
 _RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
-                   "--compare-first", "--compare-every", "--rtol", "--atol", "--localize"}
+                   "--compare-first", "--compare-every", "--rtol", "--atol", "--localize",
+                   "--stance"}
 
 
 def _split_run_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -133,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if ns.command == "run":
             return _cmd_run(ns)
+        if ns.command == "diff":
+            from .diff import main as diff_main
+            return diff_main(ns.run_a, ns.run_b, ns.json, ns.rtol)
         if ns.command == "report":
             from .report import main as report_main
             return report_main(ns.run, ns.json)

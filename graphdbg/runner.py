@@ -62,7 +62,8 @@ def _exit_code(exc: SystemExit) -> int:
 def run_program(target: str, args: list[str], *, module: bool = False,
                 output: str | None = None, values: str = "stats", quiet: bool = False,
                 eager: bool = True, max_ops: int = 200_000, keep: str | None = None,
-                tensor_budget: int = 64 * 2**20, compare: dict | None = None) -> int:
+                tensor_budget: int = 64 * 2**20, compare: dict | None = None,
+                stance: str | None = None) -> int:
     _check_target(target, module)
     output = output or default_output(target, module)
     out_dir = os.path.dirname(os.path.abspath(output))
@@ -98,6 +99,10 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     status, state = 0, "complete"
     t0 = time.time()
     session.start()
+    if stance:
+        import torch
+        torch.compiler.set_stance(stance)
+        writer.set_meta(stance=stance)
     try:
         if module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)

@@ -46,7 +46,9 @@ _PLAIN_OP_CALL = _OpOverload.__call__.__code__.co_names == ("_op",)
 
 # Ops that only shuffle metadata; recorded, but no value summary (it would
 # repeat the summary of their input).
-_NO_STATS = {"aten.detach.default", "aten.view.default", "aten._unsafe_view.default",
+_NO_STATS = {"aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
+             "aten.new_empty.default", "aten.new_empty_strided.default",  # uninitialised memory
+             "aten.detach.default", "aten.view.default", "aten._unsafe_view.default",
              "aten.t.default", "aten.transpose.int", "aten.expand.default",
              "aten.alias.default", "aten.permute.default", "aten.unsqueeze.default",
              "aten.squeeze.dim", "aten.reshape.default", "aten.slice.Tensor",
