@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -87,6 +88,7 @@ class Localization:
     diff: ValueDiff | None = None
     undecided: list[str] = field(default_factory=list)
     random: "Localization | None" = None
+    seconds: float = 0.0
 
 
 def _flat(value: Any) -> list:
@@ -337,6 +339,15 @@ class GraphChecker:
                     d = compare_values(now, ref_in, rtol=self.session.rtol, atol=self.session.atol)
                     if is_finding(d) and worst is None:
                         worst = (d, None, -1 - i)
+        # aliasing: an output that is a view of an input in one and a copy in the other
+        if worst is None and "aliasing" not in self.reported:
+            for i, (c, e) in enumerate(zip(_flat(compiled_out), _flat(ref_out))):
+                if isinstance(c, torch.Tensor) and isinstance(e, torch.Tensor):
+                    a_c, a_e = _aliases(c, args), _aliases(e, ref_inputs)
+                    if a_c != a_e:
+                        self.reported.add("aliasing")
+                        self.session.report_aliasing(self, call_idx, i, a_c, a_e)
+                        break
         if worst is None:
             if grad_mode and compiled_fn is not None and not self.grads_checked:
                 self.grads_checked = True
@@ -354,6 +365,8 @@ class GraphChecker:
             self.session.report_divergence(self, call_idx, index, d, loc.random)
         if loc.node is not None or loc.random is None:
             self.session.report_divergence(self, call_idx, index, d, loc)
+            if loc.node is not None and loc.diff is not None and loc.diff.max_abs == math.inf:
+                self._report_nonfinite(loc.node, "compiled", call_idx)
 
     # -- localisation -----------------------------------------------------------------
     def _run_compiled(self, fn: Callable, inputs: list, rng: tuple) -> Any:
@@ -390,6 +403,7 @@ class GraphChecker:
                  judge: RecordingInterpreter | None, final: ValueDiff) -> Localization:
         loc = Localization(diff=final)
         progress = self.session.bisect_progress(f"graph {self.graph_id}: localizing divergence")
+        t0 = time.perf_counter()
         try:
             candidates = [n.name for n in self.gm.graph.nodes
                           if n.op in ("call_function", "call_method", "call_module")
@@ -464,6 +478,7 @@ class GraphChecker:
                 loc.isolated = self._isolated(loc, ref, judge)
         finally:
             progress.end()
+            loc.seconds = time.perf_counter() - t0
         return loc
 
     def _beyond_random(self, candidates: list[str], compiled: dict[str, Any], inputs: list,
@@ -589,6 +604,7 @@ class GraphChecker:
                       and n.meta["example_value"].is_floating_point()
                       and n.meta["example_value"].requires_grad]
         progress = self.session.bisect_progress(f"graph {self.graph_id}: localizing gradient divergence")
+        t0 = time.perf_counter()
         try:
             lo, hi = 0, len(candidates) - 1
             progress.start_bar(max(1, math.ceil(math.log2(max(2, len(candidates))))),
@@ -613,6 +629,7 @@ class GraphChecker:
                 loc.target = _target_text(self.nodes[loc.node])
         finally:
             progress.end()
+            loc.seconds = time.perf_counter() - t0
         self.session.report_divergence(self, call_idx, 0, final, loc, direction="backward")
 
     # -- records ----------------------------------------------------------------------
@@ -646,6 +663,22 @@ class _Select:
 
     def __call__(self, out: Any) -> list:
         return _flat(out)
+
+
+def _aliases(out: torch.Tensor, inputs) -> int | None:
+    """Index of the input whose storage ``out`` shares, if any."""
+    try:
+        ptr = out.untyped_storage().data_ptr()
+    except Exception:
+        return None
+    for i, a in enumerate(inputs):
+        if isinstance(a, torch.Tensor):
+            try:
+                if a.untyped_storage().data_ptr() == ptr:
+                    return i
+            except Exception:
+                continue
+    return None
 
 
 def _rank(d: ValueDiff) -> tuple:

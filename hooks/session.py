@@ -257,7 +257,7 @@ class CaptureSession:
             "mutated_input": (-1 - index) if index < 0 else None,
             "node": name, "target": loc.target, "module_path": mpath, "module_class": mcls,
             "stage": stage, "method": loc.method, "compiles": loc.compiles,
-            "stage_compiles": loc.by_stage.get(loc.stage, 0),
+            "stage_compiles": loc.by_stage.get(loc.stage, 0), "seconds": round(loc.seconds, 3),
             "compiles_by_stage": {({"user": stage}.get(k, k)): v for k, v in loc.by_stage.items()},
             "max_abs": _finite(d.max_abs), "max_rel": _finite(d.max_rel),
             "eager_vs_fp64": d.eager_vs_fp64, "compiled_vs_fp64": d.compiled_vs_fp64,
@@ -268,6 +268,22 @@ class CaptureSession:
                      severity=severity, message=message, hint=hint, user_frame=user_id,
                      stack=stack, graph_id=checker.graph_id, node=name, op=loc.target,
                      detail=detail)
+
+    def report_aliasing(self, checker, call_idx: int, output: int, compiled: int | None,
+                        eager: int | None) -> None:
+        def says(a):
+            return "a copy" if a is None else f"a view of input {a}"
+        g = self.writer.graph(checker.graph_id)
+        user_id = self.writer.frame_id(g["code_file"], g["code_line"], g.get("code_name") or "?") \
+            if g.get("code_file") else None
+        self.writer.diagnostic(
+            f"aliasing|{checker.graph_id}|{output}", kind="divergence", severity="warning",
+            message=f"output {output} is {says(compiled)} compiled but {says(eager)} in eager",
+            hint="In-place changes through this output reach the input in one mode and not in "
+                 "the other.",
+            user_frame=user_id, graph_id=checker.graph_id,
+            detail={"classification": "aliasing", "call": call_idx, "output": output,
+                    "compiled_aliases_input": compiled, "eager_aliases_input": eager})
 
     def report_nonfinite(self, checker, name: str, where: str, call_idx: int) -> None:
         from .compare import _target_text

@@ -188,3 +188,64 @@ def test_random_ops_are_reported_as_random_and_the_rest_still_checked(workdir, s
         [__import__("sys").executable, "r.py"], cwd=workdir, capture_output=True, text=True,
         env=ENV).stdout
     assert proc.stdout == plain
+
+
+def test_first_nan_in_eager_is_reported_at_its_line(workdir):
+    (workdir / "n.py").write_text(textwrap.dedent('''\
+        import torch
+
+        def f(x):
+            y = x * 2
+            z = torch.log(y - 1)
+            return z.sum() + y.sum()
+
+        torch.compile(f, backend="aot_eager")(torch.tensor([0.1, 2.0, 3.0]))
+        '''))
+    proc = graphdbg("run", "-q", "-o", "n.run", "n.py", cwd=workdir)
+    assert proc.returncode == 0
+    doc = report_json("n.run", workdir)
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "nan_inf"]
+    assert d["line"] == 5 and d["op"] == "torch.log" and d["detail"]["where"] == "eager"
+    assert [x for x in doc["diagnostics"] if x["kind"] == "divergence"] == []
+
+
+def test_backend_failing_on_partial_graphs_is_coped_with(workdir):
+    script = MODEL.replace(
+        'backend = make_faulty_backend(by_line(LINE, "prog.py"), "MUTATION", inner="aot_eager")',
+        'crash = make_crashing_on_partial_backend(40, inner="aot_eager")\n'
+        'fault = make_faulty_backend(by_line(25, "prog.py"), "scale", inner=crash)\n'
+        'backend = fault').replace("make_faulty_backend, by_line",
+                                   "make_faulty_backend, make_crashing_on_partial_backend, by_line")
+    (workdir / "prog.py").write_text(script)
+    for mode, line_found in (("auto", True), ("bisect", False)):
+        proc = graphdbg("run", "-q", "-o", "p.run", "--localize", mode, "prog.py", cwd=workdir,
+                        env={**ENV, "PYTHONPATH": str(SUPPORT)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (d,) = [d for d in report_json("p.run", workdir)["diagnostics"] if d["kind"] == "divergence"]
+        if line_found:  # the graph with every intermediate as an output is whole: it compiles
+            assert d["line"] == 25
+        else:  # prefixes crash: said, not hidden
+            assert d["detail"]["undecided"]
+
+
+def test_aliasing_difference_is_reported(workdir):
+    (workdir / "a.py").write_text(textwrap.dedent('''\
+        import torch
+
+        def copying_backend(gm, example_inputs):
+            def run(*args):
+                return tuple(t.clone() for t in gm(*args))
+            return run
+
+        def f(x):
+            return x.view(2, 2), x.sum()
+
+        torch.compile(f, backend=copying_backend)(torch.arange(4.0))
+        '''))
+    proc = graphdbg("run", "-q", "-o", "a.run", "a.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    (d,) = [d for d in report_json("a.run", workdir)["diagnostics"] if d["kind"] == "divergence"]
+    assert d["detail"]["classification"] == "aliasing" and d["detail"]["output"] == 0
+    assert d["detail"]["eager_aliases_input"] == 0 and d["detail"]["compiled_aliases_input"] is None
+    assert d["line"] == 8 and d["message"] == (
+        "output 0 is a copy compiled but a view of input 0 in eager")
