@@ -200,8 +200,18 @@ def mutates_inputs(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same sizes and strides: compiled code asserts the strides
+    it was compiled for (a padded slice must stay padded)."""
+    t = t.detach()
+    if t.is_contiguous() or type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return t.clone()
+    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
+
+
 def clone_inputs(args: tuple) -> list:
-    return [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    return [_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
 
 
 @contextlib.contextmanager
@@ -535,14 +545,14 @@ class GraphChecker:
         args, leaves = [], []
         for a in inputs:
             if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point():
-                leaf = a.detach().clone()
+                leaf = _clone(a)
                 if float64:
                     leaf = leaf.to(torch.float64)
                 leaf.requires_grad_(True)
                 leaves.append(leaf)
                 args.append(leaf)
             else:
-                args.append(a.detach().clone() if isinstance(a, torch.Tensor) else a)
+                args.append(_clone(a) if isinstance(a, torch.Tensor) else a)
         if not leaves:
             return None
         with torch.enable_grad():

@@ -249,3 +249,21 @@ def test_aliasing_difference_is_reported(workdir):
     assert d["detail"]["eager_aliases_input"] == 0 and d["detail"]["compiled_aliases_input"] is None
     assert d["line"] == 8 and d["message"] == (
         "output 0 is a copy compiled but a view of input 0 in eager")
+
+
+@pytest.mark.inductor
+def test_gradient_check_keeps_input_strides_under_inductor(workdir):
+    # a padded slice as input: inductor asserts its stride; the checks' clones keep it
+    (workdir / "s.py").write_text(textwrap.dedent('''\
+        import torch
+        lin = torch.nn.Linear(24, 8)
+        base = torch.randn(4, 25, requires_grad=True)
+        x = base[:, :24]
+        out = torch.compile(lambda t: lin(t).relu().sum(), backend="inductor")(x)
+        out.backward()
+        print(float(out))
+        '''))
+    proc = graphdbg("run", "-q", "-o", "s.run", "s.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = report_json("s.run", workdir)
+    assert doc["run"]["internal_errors"] == [] and doc["diagnostics"] == []
