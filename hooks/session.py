@@ -232,9 +232,10 @@ class CaptureSession:
         what = f"{loc.target or name}" if name else "an output"
         if kind == "random":
             message = f"compiled and eager draw different random numbers at {what}"
-            hint = ("Different random streams, not a miscompile: inductor generates its own "
-                    "random numbers; torch._inductor.config.fallback_random = True makes them "
-                    "match eager. The rest of the graph was checked with the compiled draws replayed.")
+            hint = ("Different random streams, not a miscompile: the compiled graph draws its "
+                    "random numbers differently (decomposed random ops, inductor's own generator); "
+                    "torch._inductor.config.fallback_random = True makes inductor match eager. The "
+                    "rest of the graph was checked with the compiled draws replayed.")
         elif kind == "precision":
             message = (f"compiled differs from eager at {what} but is as close or closer to float64 "
                        f"({d.dtype})")

@@ -27,6 +27,11 @@ the break is hit while inlining the helper into ``forward``, again when the
 helper runs as its own frame, and once more when ``forward`` is recompiled).
 Grad mode is kept enabled for the eval call so that ``training`` is the only
 guard that changes.
+
+Under inductor (the default) graphdbg's eager check also notes, as a warning,
+that the dropout on the embeddings draws different random numbers compiled
+than eager (inductor has its own random stream), and checks the rest of the
+graph with the compiled draws replayed. Under aot_eager the draws match.
 """
 
 import torch
