@@ -190,6 +190,8 @@ def render(doc: dict, console) -> None:
                           f"[cyan]{escape(where)}[/]{fn}{times}")
             if d["code"]:
                 console.print(f"    [dim]{d['line']:>5} │[/] {escape(d['code'])}")
+                if d["kind"] in ("compile_error", "runtime_error", "malformed_graph"):
+                    console.print(f"    {'':>5}   [red]{'^' * len(d['code'])}[/]")
             console.print(f"    {escape(d['message'])}")
             detail = d.get("detail") or {}
             if d["kind"] == "divergence":

@@ -124,6 +124,11 @@ class BackendRecorder:
             session.writer.put_graph(graph_id, status="compile_error",
                                      backend_time_s=time.perf_counter() - t0,
                                      error=f"{type(exc).__name__}: {exc}"[:20000])
+            if isinstance(exc, Exception):
+                try:
+                    session.backend_failure(graph_id, wrapper, exc)
+                except Exception as inner:
+                    session.internal_error("compile-error mapper", inner)
             raise
         session.writer.put_graph(graph_id, status="compiled",
                                  backend_time_s=time.perf_counter() - t0)
@@ -191,7 +196,15 @@ class BackendRecorder:
                 except Exception as exc:
                     session.internal_error("eager check", exc)
             t0 = _perf_ns()
-            out = fn(*args, **kwargs)
+            try:
+                out = fn(*args, **kwargs)
+            except Exception as exc:
+                if checker is not None:
+                    try:
+                        checker.locate_failure(call_idx, args, exc)
+                    except Exception as inner:
+                        session.internal_error("runtime-error mapper", inner)
+                raise
             dt = _perf_ns() - t0
             try:  # still inside: the summaries' own ops are not eager work
                 session.record_call(graph_id, call_idx, dt, out)

@@ -537,6 +537,22 @@ class GraphChecker:
     def session_backend_name(self) -> str:
         return self.session.writer.graph(self.graph_id).get("backend") or ""
 
+    # -- failures ---------------------------------------------------------------------
+    def locate_failure(self, call_idx: int, args: tuple, exc: BaseException) -> None:
+        """A compiled call raised: replay the graph node by node to name the
+        node (and line) that fails on these inputs."""
+        interp = RecordingInterpreter(self.gm)
+        with _preserved_rng(), torch.no_grad():
+            try:
+                interp.run(*clone_inputs(args))
+            except Exception as replay_exc:
+                node = interp.current
+                if node is not None:
+                    self.session.runtime_failure_at_node(self, call_idx, node, exc, replay_exc)
+                return
+        # eager runs it fine: only the compiled code fails on these inputs
+        self.session.runtime_failure_at_node(self, call_idx, None, exc, None)
+
     # -- gradients --------------------------------------------------------------------
     def _grads(self, run: Callable, inputs: list, ups_seed: int, float64: bool = False,
                select: Callable[[Any], list] | None = None) -> list | None:

@@ -48,8 +48,10 @@ class RecordingInterpreter(torch.fx.Interpreter):
         self.values: dict[str, Any] = {}
         self.times_ns: dict[str, int] = {}
         self.first_nonfinite: str | None = None
+        self.current: torch.fx.Node | None = None
 
     def run_node(self, n: torch.fx.Node) -> Any:
+        self.current = n  # the node a failure happened in
         if n.name in self.overrides:
             out = self.overrides[n.name]
             self.values[n.name] = out

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from graphdbg.runfile import RunWriter, dumps
-from graphdbg.sourcemap import Frame, is_internal
+from graphdbg.sourcemap import Frame, innermost_user, is_internal, parse_traceback
 
 from . import tensorstats
 from .backend import BackendRecorder
@@ -71,6 +71,7 @@ class CaptureSession:
         self.rtol, self.atol = rtol, atol
         self.localize = localize
         self.checking = False
+        self._compile_error_cids: set = set()
         self.active = False
         self.ops_dropped = 0
         self.counts: collections.Counter = collections.Counter()
@@ -314,7 +315,74 @@ class CaptureSession:
             detail={"exception": type(exc).__name__,
                     "traceback": "".join(traceback.format_exception(exc))[-20000:]})
 
+    def _frame_of_node(self, node) -> tuple[int | None, int | None]:
+        parsed = parse_traceback(node.meta.get("stack_trace") or "")
+        frames = [f for f, _ in parsed if not is_internal(f.file)]
+        user = innermost_user([f for f, _ in parsed])
+        if user is None:
+            return None, None
+        code = next((c for f, c in parsed if f == user), None)
+        w = self.writer
+        return w.frame_id(user.file, user.line, user.function, code or None), w.stack_id(frames)
+
+    def backend_failure(self, graph_id: int, wrapper, exc: Exception) -> None:
+        """A backend raised on a graph: name the node it was processing and the
+        user's line that made that node."""
+        from .failures import failing_node, headline
+        from torch.fx.node import _get_qualified_name
+        w = self.writer
+        node = failing_node(exc)
+        user_id = stack = None
+        target = None
+        if node is not None:
+            user_id, stack = self._frame_of_node(node)
+            try:
+                target = _get_qualified_name(node.target) if callable(node.target) else str(node.target)
+            except Exception:
+                target = str(node.target)
+        g = w.graph(graph_id)
+        backend = g.get("backend") or getattr(wrapper, "__name__", "backend")
+        where = f" at {target}" if target else ""
+        self._compile_error_cids.add(g.get("compile_id"))
+        w.diagnostic(
+            f"compile_error|graph{graph_id}", kind="compile_error", severity="error",
+            message=f"backend {backend!r} failed{where}: {headline(exc)}",
+            reason=str(exc)[:100000],
+            hint=None if node is not None else "The error names no FX node; see the full text.",
+            user_frame=user_id, stack=stack, graph_id=graph_id,
+            node=node.name if node is not None else None, op=target,
+            compile_id=g.get("compile_id"),
+            detail={"exception": type(exc).__name__, "backend": backend,
+                    "traceback": "".join(traceback.format_exception(exc))[-20000:]})
+
+    def runtime_failure_at_node(self, checker, call_idx: int, node, exc: BaseException,
+                                replay_exc: BaseException | None) -> None:
+        from .compare import _target_text
+        from .failures import headline
+        w = self.writer
+        user_id = stack = None
+        target = None
+        if node is not None:
+            user_id, stack = self._frame_of_node(node)
+            target = _target_text(node)
+            message = f"compiled graph {checker.graph_id} fails at {target}: {headline(exc)}"
+        else:
+            g = w.graph(checker.graph_id)
+            if g.get("code_file"):
+                user_id = w.frame_id(g["code_file"], g["code_line"], g.get("code_name") or "?")
+            message = (f"compiled graph {checker.graph_id} fails on inputs that eager runs fine: "
+                       f"{headline(exc)}")
+        w.diagnostic(
+            f"runtime_error|graph{checker.graph_id}|{node.name if node is not None else '-'}",
+            kind="runtime_error", severity="error", message=message, reason=str(exc)[:100000],
+            user_frame=user_id, stack=stack, graph_id=checker.graph_id,
+            node=node.name if node is not None else None, op=target,
+            detail={"call": call_idx, "exception": type(exc).__name__,
+                    "eager_replay": None if replay_exc is None else headline(replay_exc)})
+
     def compile_failure(self, m: dict, cid: str | None) -> None:
+        if cid in self._compile_error_cids:
+            return  # already mapped to its node by backend_failure
         w = self.writer
         file, line = m.get("fail_user_frame_filename"), m.get("fail_user_frame_lineno")
         user_id = w.frame_id(file, line, m.get("co_name") or "?") if file and line else None
@@ -338,9 +406,10 @@ def _finite(x: float | None) -> float | None:
 
 
 def _headline(exc: BaseException) -> str:
-    """`Type: first line of the message` (torch's messages end in boilerplate)."""
-    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
-    return f"{type(exc).__name__}: {first}"[:500] if first else type(exc).__name__
+    """`Type: first line of the message` (torch's messages end in boilerplate),
+    with the wrapped error for wrappers such as BackendCompilerFailed."""
+    from .failures import headline
+    return headline(exc)
 
 
 def _device_description() -> str:
