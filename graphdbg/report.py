@@ -164,7 +164,9 @@ def _counts_line(doc: dict) -> str:
 
 def render(doc: dict, console) -> None:
     from rich.markup import escape
+    from rich.padding import Padding
     from rich.table import Table
+    from rich.text import Text
 
     run = doc["run"]
     argv = " ".join(run["argv"] or [])
@@ -176,6 +178,10 @@ def render(doc: dict, console) -> None:
     console.print(f"{head}  [{colour}]exit {status}[/] ({state}{wall}; torch "
                   f"{run['versions']['torch']}, values={run['values']})")
     console.print(_counts_line(doc))
+
+    def indented(markup: str) -> None:
+        # wrapped lines stay under their finding
+        console.print(Padding(Text.from_markup(markup), (0, 0, 0, 4), expand=False))
 
     diags = doc["diagnostics"]
     if diags:
@@ -192,19 +198,19 @@ def render(doc: dict, console) -> None:
                 console.print(f"    [dim]{d['line']:>5} │[/] {escape(d['code'])}")
                 if d["kind"] in ("compile_error", "runtime_error", "malformed_graph"):
                     console.print(f"    {'':>5}   [red]{'^' * len(d['code'])}[/]")
-            console.print(f"    {escape(d['message'])}")
+            indented(escape(d['message']))
             detail = d.get("detail") or {}
             if d["kind"] == "divergence":
-                console.print(f"    [dim]{escape(_divergence_line(detail))}[/]")
+                indented(f"[dim]{escape(_divergence_line(detail))}[/]")
             if d["kind"] == "graph_break" and detail.get("explanation"):
-                console.print(f"    [dim]{escape(detail['explanation'][:300])}[/]")
+                indented(f"[dim]{escape(detail['explanation'][:300])}[/]")
             if d["hint"]:
-                console.print(f"    [green]hint:[/] {escape(d['hint'].splitlines()[0][:300])}")
+                indented(f"[green]hint:[/] {escape(d['hint'].splitlines()[0][:300])}")
             callers = [f for f in d["stack"][:-1]][-2:]
             if callers:
                 chain = " ← ".join(f"{_short(f['file'])}:{f['line']} {f['function']}"
                                    for f in reversed(callers))
-                console.print(f"    [dim]called from {escape(chain)}[/]")
+                indented(f"[dim]called from {escape(chain)}[/]")
 
     if doc["graphs"]:
         console.print()

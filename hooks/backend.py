@@ -23,32 +23,15 @@ import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
 from graphdbg.runfile import dumps
-from graphdbg.sourcemap import Frame, innermost_user, parse_traceback
 
 from . import tensorstats
 from .compare import GraphChecker
-from .frames import nn_module_path
+from .frames import node_source, node_target
 
 if TYPE_CHECKING:
     from .session import CaptureSession
 
 _perf_ns = time.perf_counter_ns
-
-
-def _target_name(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
-    if node.op == "call_function":
-        try:
-            from torch.fx.node import _get_qualified_name
-            return _get_qualified_name(node.target)
-        except Exception:
-            return getattr(node.target, "__name__", str(node.target))
-    if node.op == "call_module":
-        try:
-            sub = gm.get_submodule(str(node.target))
-            return f"{node.target} ({type(sub).__name__})"
-        except Exception:
-            return str(node.target)
-    return str(node.target)
 
 
 def _describe_value(value: Any) -> tuple[list, list]:
@@ -145,17 +128,8 @@ class BackendRecorder:
                 n_ops += 1
             value = node.meta.get("example_value", node.meta.get("val"))
             shapes, dtypes = _describe_value(value)
-            trace = node.meta.get("stack_trace") or ""
-            parsed = parse_traceback(trace)
-            frames = [f for f, _ in parsed]
-            stack = w.stack_id(frames, [c for _, c in parsed])
-            user = innermost_user(frames)
-            user_id = None
-            if user is not None:
-                code = next(c for f, c in parsed if f == user)
-                user_id = w.frame_id(user.file, user.line, user.function, code or None)
-            mpath, mcls = nn_module_path(node.meta.get("nn_module_stack"))
-            w.add("nodes", (graph_id, idx, node.name, node.op, _target_name(gm, node),
+            user_id, stack, mpath, mcls = node_source(w, node)
+            w.add("nodes", (graph_id, idx, node.name, node.op, node_target(node, gm),
                             dumps(shapes), dumps(dtypes), user_id, stack, mpath, mcls,
                             _arg_text(node)))
         try:

@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.fx
 
-from graphdbg.sourcemap import innermost_user, parse_traceback
-
-from .frames import nn_module_path
+from .frames import node_target
 from .interpreter import RecordingInterpreter
 
 if TYPE_CHECKING:
@@ -158,16 +156,6 @@ def is_finding(d: ValueDiff | None) -> bool:
     if d.kind == "precision":
         return d.dtype in ("float16", "bfloat16")
     return True
-
-
-def _target_text(node: torch.fx.Node) -> str:
-    if node.op == "call_function":
-        try:
-            from torch.fx.node import _get_qualified_name
-            return _get_qualified_name(node.target)
-        except Exception:
-            return getattr(node.target, "__name__", str(node.target))
-    return str(node.target)
 
 
 def is_random(node: torch.fx.Node) -> bool:
@@ -371,7 +359,7 @@ class GraphChecker:
         loc = self.localize(inputs, rng, ref, judge, d)
         if loc.random is not None:
             loc.random.compiles, loc.random.by_stage = loc.compiles, dict(loc.by_stage)
-            loc.random.target = _target_text(self.nodes[loc.random.node])
+            loc.random.target = node_target(self.nodes[loc.random.node])
             self.session.report_divergence(self, call_idx, index, d, loc.random)
         if loc.node is not None or loc.random is None:
             self.session.report_divergence(self, call_idx, index, d, loc)
@@ -484,7 +472,7 @@ class GraphChecker:
             # 4. the node alone, on the reference's inputs
             if loc.node is not None:
                 progress.step(f"checking {loc.node} in isolation")
-                loc.target = _target_text(self.nodes[loc.node])
+                loc.target = node_target(self.nodes[loc.node])
                 loc.isolated = self._isolated(loc, ref, judge)
         finally:
             progress.end()
@@ -515,7 +503,7 @@ class GraphChecker:
             d = compare_values(compiled.get(name), ref.values.get(name), j,
                                rtol=self.session.rtol, atol=self.session.atol)
             if is_finding(d):
-                return Localization(node=name, target=_target_text(self.nodes[name]),
+                return Localization(node=name, target=node_target(self.nodes[name]),
                                     stage=found.stage, diff=d,
                                     method="intermediate outputs, random draws replayed")
         return None
@@ -554,8 +542,8 @@ class GraphChecker:
         self.session.runtime_failure_at_node(self, call_idx, None, exc, None)
 
     # -- gradients --------------------------------------------------------------------
-    def _grads(self, run: Callable, inputs: list, ups_seed: int, float64: bool = False,
-               select: Callable[[Any], list] | None = None) -> list | None:
+    def _grads(self, run: Callable, inputs: list, ups_seed: int,
+               float64: bool = False) -> list | None:
         """Gradients of the graph inputs that require grad, for upstream
         gradients drawn from a private generator (the program's RNG is untouched)."""
         args, leaves = [], []
@@ -573,7 +561,7 @@ class GraphChecker:
             return None
         with torch.enable_grad():
             out = run(*args)
-        outs = [o for o in (select(out) if select else _flat(out))
+        outs = [o for o in _flat(out)
                 if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
         if not outs:
             return None
@@ -583,18 +571,19 @@ class GraphChecker:
         return [g if g is not None else torch.zeros_like(l) for g, l in zip(grads, leaves)]
 
     def _grads_diverge(self, run_c: Callable, inputs: list, rng: tuple,
-                       select: Callable[[Any], list] | None = None) -> ValueDiff | None:
-        """Compiled (run_c) vs eager vs float64 gradients of the graph's inputs."""
+                       gm: torch.fx.GraphModule | None = None) -> ValueDiff | None:
+        """Compiled (run_c) vs eager vs float64 gradients of the inputs of ``gm``
+        (the whole graph by default, or a prefix of it)."""
+        gm = gm or self.gm
         with _preserved_rng():
             _set_rng(rng)
-            g_c = self._grads(run_c, inputs, 0, select=select)
+            g_c = self._grads(run_c, inputs, 0)
             _set_rng(rng)
-            g_e = self._grads(lambda *a: RecordingInterpreter(self._gm_for(select)).run(*a),
-                              inputs, 0, select=select)
+            g_e = self._grads(lambda *a: RecordingInterpreter(gm).run(*a), inputs, 0)
             _set_rng(rng)
             try:
-                g_j = self._grads(lambda *a: RecordingInterpreter(self._gm_for(select), float64=True).run(*a),
-                                  inputs, 0, float64=True, select=select)
+                g_j = self._grads(lambda *a: RecordingInterpreter(gm, float64=True).run(*a),
+                                  inputs, 0, float64=True)
             except Exception:
                 g_j = None
         if g_c is None or g_e is None:
@@ -606,9 +595,6 @@ class GraphChecker:
             if is_finding(d) and (worst is None or _rank(d) > _rank(worst)):
                 worst = d
         return worst
-
-    def _gm_for(self, select) -> torch.fx.GraphModule:
-        return getattr(select, "gm", None) or self.gm
 
     def check_gradients(self, call_idx: int, inputs: list, rng: tuple, compiled_fn: Callable,
                         ref_out: Any) -> None:
@@ -640,8 +626,7 @@ class GraphChecker:
                 sub = graph_with_outputs(self.gm, [candidates[mid]])
                 try:
                     fn = self._compile("user", sub, inputs, loc)
-                    pick = _Select(sub)
-                    d = self._grads_diverge(fn, inputs, rng, select=pick)
+                    d = self._grads_diverge(fn, inputs, rng, gm=sub)
                 except Exception as exc:
                     loc.undecided.append(f"{candidates[mid]}: {type(exc).__name__}")
                     d = None
@@ -652,24 +637,13 @@ class GraphChecker:
                 progress.advance()
             if candidates:
                 loc.node = candidates[lo]
-                loc.target = _target_text(self.nodes[loc.node])
+                loc.target = node_target(self.nodes[loc.node])
         finally:
             progress.end()
             loc.seconds = time.perf_counter() - t0
         self.session.report_divergence(self, call_idx, 0, final, loc, direction="backward")
 
     # -- records ----------------------------------------------------------------------
-    def node_location(self, name: str) -> tuple[Any, list, str | None, str | None]:
-        node = self.nodes.get(name)
-        if node is None:
-            return None, [], None, None
-        parsed = parse_traceback(node.meta.get("stack_trace") or "")
-        frames = [f for f, _ in parsed]
-        user = innermost_user(frames)
-        code = next((c for f, c in parsed if f == user), None) if user else None
-        mpath, mcls = nn_module_path(node.meta.get("nn_module_stack"))
-        return (user, code), frames, mpath, mcls
-
     def _record_timings(self, ref: RecordingInterpreter) -> None:
         if self.checked == 1:
             self.session.record_node_times(self.graph_id, ref.times_ns)
@@ -679,16 +653,6 @@ class GraphChecker:
             return
         self.reported.add(f"nonfinite|{name}")
         self.session.report_nonfinite(self, name, where, call_idx)
-
-
-class _Select:
-    """Outputs of a prefix graph, and that graph for the eager side."""
-
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
-        self.gm = gm
-
-    def __call__(self, out: Any) -> list:
-        return _flat(out)
 
 
 def _aliases(out: torch.Tensor, inputs) -> int | None:

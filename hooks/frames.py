@@ -13,7 +13,7 @@ from types import FrameType
 
 import torch
 
-from graphdbg.sourcemap import is_internal
+from graphdbg.sourcemap import innermost_user, is_internal, parse_traceback
 
 _CALL_IMPL = torch.nn.Module._call_impl.__code__
 _CALL_IMPL_CODES = {_CALL_IMPL}
@@ -210,3 +210,35 @@ def _normalise(path: str) -> str:
         path = path[path.find("]") + 1:]
     path = path.replace("['", ".").replace("']", "").replace("[", ".").replace("]", "")
     return path.replace("._modules.", ".").strip(".")
+
+
+def node_target(node: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> str:
+    """What an FX node runs, as the user would name it (`torch._C._nn.linear`,
+    `sin`, `fc1 (Linear)`)."""
+    if node.op == "call_function":
+        try:
+            from torch.fx.node import _get_qualified_name
+            return _get_qualified_name(node.target)
+        except Exception:
+            return getattr(node.target, "__name__", str(node.target))
+    if node.op == "call_module" and gm is not None:
+        try:
+            return f"{node.target} ({type(gm.get_submodule(str(node.target))).__name__})"
+        except Exception:
+            pass
+    return str(node.target)
+
+
+def node_source(writer, node: torch.fx.Node) -> tuple[int | None, int | None, str | None, str | None]:
+    """(user frame id, user stack id, module path, module class) of an FX node,
+    from its ``stack_trace`` and ``nn_module_stack``, interned in ``writer``."""
+    parsed = parse_traceback(node.meta.get("stack_trace") or "")
+    user_parsed = [(f, c) for f, c in parsed if not is_internal(f.file)]
+    stack = writer.stack_id([f for f, _ in user_parsed], [c for _, c in user_parsed])
+    user = innermost_user([f for f, _ in parsed])
+    user_id = None
+    if user is not None:
+        code = next((c for f, c in parsed if f == user), None)
+        user_id = writer.frame_id(user.file, user.line, user.function, code or None)
+    mpath, mcls = nn_module_path(node.meta.get("nn_module_stack"))
+    return user_id, stack, mpath, mcls

@@ -22,11 +22,12 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from graphdbg.runfile import RunWriter, dumps
-from graphdbg.sourcemap import Frame, innermost_user, is_internal, parse_traceback
+from graphdbg.sourcemap import Frame, is_internal
 
 from . import tensorstats
 from .backend import BackendRecorder
 from .eager import EagerRecorder
+from .frames import node_source, node_target
 from .progress import CompileProgress
 from .trace import TraceCapture
 
@@ -208,22 +209,14 @@ class CaptureSession:
         for name, ns in times_ns.items():
             self.writer.add("node_times", (graph_id, name, ns))
 
-    def _node_frame(self, checker, name: str):
-        (user, code), frames, mpath, mcls = checker.node_location(name) \
-            if checker.nodes.get(name) is not None else ((None, None), [], None, None)
-        w = self.writer
-        user_id = w.frame_id(user.file, user.line, user.function, code or None) if user else None
-        stack = w.stack_id([f for f in frames if not is_internal(f.file)])
-        return user_id, stack, mpath, mcls
-
     def report_divergence(self, checker, call_idx: int, index: int, final, loc,
                           direction: str = "forward") -> None:
         from .compare import is_random
         w = self.writer
         name = loc.node
-        user_id, stack, mpath, mcls = self._node_frame(checker, name) if name else (None, None, None, None)
-        d = loc.diff or final
         node = checker.nodes.get(name) if name else None
+        user_id, stack, mpath, mcls = node_source(w, node) if node is not None else (None,) * 4
+        d = loc.diff or final
         kind = d.kind
         if node is not None and is_random(node) and kind != "precision":
             kind = "random"
@@ -288,9 +281,8 @@ class CaptureSession:
                     "compiled_aliases_input": compiled, "eager_aliases_input": eager})
 
     def report_nonfinite(self, checker, name: str, where: str, call_idx: int) -> None:
-        from .compare import _target_text
-        user_id, stack, mpath, mcls = self._node_frame(checker, name)
-        target = _target_text(checker.nodes[name])
+        user_id, stack, mpath, mcls = node_source(self.writer, checker.nodes[name])
+        target = node_target(checker.nodes[name])
         self.writer.diagnostic(
             f"nan_inf|{checker.graph_id}|{name}|{where}", kind="nan_inf", severity="warning",
             message=f"first NaN/Inf in {where} appears at {target} (node {name})",
@@ -315,31 +307,17 @@ class CaptureSession:
             detail={"exception": type(exc).__name__,
                     "traceback": "".join(traceback.format_exception(exc))[-20000:]})
 
-    def _frame_of_node(self, node) -> tuple[int | None, int | None]:
-        parsed = parse_traceback(node.meta.get("stack_trace") or "")
-        frames = [f for f, _ in parsed if not is_internal(f.file)]
-        user = innermost_user([f for f, _ in parsed])
-        if user is None:
-            return None, None
-        code = next((c for f, c in parsed if f == user), None)
-        w = self.writer
-        return w.frame_id(user.file, user.line, user.function, code or None), w.stack_id(frames)
-
     def backend_failure(self, graph_id: int, wrapper, exc: Exception) -> None:
         """A backend raised on a graph: name the node it was processing and the
         user's line that made that node."""
         from .failures import failing_node, headline
-        from torch.fx.node import _get_qualified_name
         w = self.writer
         node = failing_node(exc)
         user_id = stack = None
         target = None
         if node is not None:
-            user_id, stack = self._frame_of_node(node)
-            try:
-                target = _get_qualified_name(node.target) if callable(node.target) else str(node.target)
-            except Exception:
-                target = str(node.target)
+            user_id, stack, _, _ = node_source(w, node)
+            target = node_target(node)
         g = w.graph(graph_id)
         backend = g.get("backend") or getattr(wrapper, "__name__", "backend")
         where = f" at {target}" if target else ""
@@ -357,14 +335,13 @@ class CaptureSession:
 
     def runtime_failure_at_node(self, checker, call_idx: int, node, exc: BaseException,
                                 replay_exc: BaseException | None) -> None:
-        from .compare import _target_text
         from .failures import headline
         w = self.writer
         user_id = stack = None
         target = None
         if node is not None:
-            user_id, stack = self._frame_of_node(node)
-            target = _target_text(node)
+            user_id, stack, _, _ = node_source(w, node)
+            target = node_target(node)
             message = f"compiled graph {checker.graph_id} fails at {target}: {headline(exc)}"
         else:
             g = w.graph(checker.graph_id)

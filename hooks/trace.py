@@ -20,7 +20,6 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-import torch
 import torch._logging._internal as torch_logging
 
 from graphdbg.runfile import dumps

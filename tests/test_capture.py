@@ -53,7 +53,7 @@ def test_eager_ops_forward_backward_lines_and_modules(workdir):
     assert conv_line["file"] == str(SAMPLES / "eager_only.py")
     # backward ops map to the forward line that created their autograd node
     bw = [r for r in rows if r["phase"] == "backward" and r["op"] == "aten.convolution_backward.default"]
-    assert bw and all(r["user_frame"] == convs[0]["user_frame"] or r["user_frame"] for r in bw)
+    assert bw and all(r["user_frame"] for r in bw)
     assert {reader.frame(r["user_frame"])["line"] for r in bw} <= {
         reader.frame(r["user_frame"])["line"] for r in convs}
     stats = [r["stats"] for r in rows if r["op"] == "aten.convolution.default"]

@@ -51,9 +51,12 @@ def test_training_loop_under_inductor_is_bitwise_unchanged(workdir):
     assert plain.keys() == observed.keys()
     for k in plain:
         assert torch.equal(plain[k], observed[k]), k
-    # the optimizer runs eagerly; the compiled forward/backward never show up as eager ops
-    phases = {o["phase"] for o in doc["eager"]["top_ops"]}
-    assert "forward" in phases
+    # the optimizer and loss run eagerly; the compiled forward and backward never
+    # show up as eager ops (they would carry the model's module paths)
+    from graphdbg.runfile import RunReader
+    reader = RunReader(str(workdir / "train.run"))
+    assert reader.count("ops") > 100
+    assert reader.query("SELECT COUNT(*) AS n FROM ops WHERE module_path IS NOT NULL")[0]["n"] == 0
 
 
 def _inductor_doc(workdir, name: str, *opts: str) -> dict:
