@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from .version import __version__
 
-__all__ = ["__version__", "capture", "compare", "open_run"]
+__all__ = ["__version__", "capture", "check_graph", "compare", "open_run"]
 
 
 def compare(fn, *inputs, **kwargs):
     """Eager vs compiled for one call: see `graphdbg.api.compare`."""
     from .api import compare as _compare
     return _compare(fn, *inputs, **kwargs)
+
+
+def check_graph(gm, *example_inputs):
+    """Malformed FX graph -> node -> line: see `graphdbg.api.check_graph`."""
+    from .api import check_graph as _check_graph
+    return _check_graph(gm, *example_inputs)
 
 
 def open_run(path: str):

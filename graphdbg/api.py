@@ -92,3 +92,78 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
     finally:
         session.stop(exit_status=0 if status == "complete" else 1, status=status)
     return CompareReport(run_file, output)
+
+
+class GraphCheckReport:
+    """What `graphdbg.check_graph` found: one entry per broken node."""
+
+    def __init__(self, check) -> None:
+        from .sourcemap import code_line, innermost_user, parse_traceback
+        self.nodes_checked = check.checked
+        self.unchecked = list(check.unchecked)
+        self.problems: list[dict] = []
+        for p in check.problems:
+            file = line = None
+            if p.stack_trace:
+                user = innermost_user([f for f, _ in parse_traceback(p.stack_trace)])
+                if user is not None:
+                    file, line = user.file, user.line
+            by_pass = file is None and p.created_at is not None
+            if by_pass:
+                file, line = p.created_at[0], p.created_at[1]
+            self.problems.append({
+                "check": p.check, "severity": p.severity, "node": p.node, "target": p.target,
+                "message": p.message, "file": file, "line": line,
+                "code": code_line(file, line) if file else None, "created_by_pass": by_pass})
+
+    @property
+    def ok(self) -> bool:
+        return not any(p["severity"] == "error" for p in self.problems)
+
+    def assert_ok(self) -> None:
+        if not self.ok:
+            raise AssertionError("malformed graph:\n" + str(self))
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return (f"<GraphCheckReport {len(self.problems)} problem(s), "
+                f"{self.nodes_checked} node(s) run on fake tensors>")
+
+    def __str__(self) -> str:
+        lines = []
+        for p in self.problems:
+            where = f"{p['file']}:{p['line']}" if p["file"] else "no source line"
+            made = " (node made by a graph transformation)" if p["created_by_pass"] else ""
+            lines.append(f"  {p['severity']} {p['check']} at {where}{made}: {p['message']}")
+            if p["code"]:
+                lines.append(f"      {p['code']}")
+        return "\n".join(lines) if lines else "graph is well-formed"
+
+
+def check_graph(gm: Any, *example_inputs: Any) -> GraphCheckReport:
+    """Check an FX GraphModule for malformed nodes: use before definition,
+    erased or foreign nodes still used, missing output or attributes, wrong
+    arity or argument types, shape or dtype mismatches (each node run on fake
+    tensors, so nothing is computed), dangling nodes. Each problem names the
+    node and its source line: the user's line from its ``stack_trace``, or,
+    for nodes a graph transformation added while graphdbg was capturing, the
+    line of the pass that created it. Inside `graphdbg run`, the findings are
+    also recorded in the run file.
+
+        report = graphdbg.check_graph(gm, x)
+        report.assert_ok()
+    """
+    from .hooks.graphcheck import check_graph as _check
+    from .hooks.session import current
+
+    result = _check(gm, example_inputs)
+    session = current()
+    if session is not None:
+        token = session.enter_compiled()
+        try:
+            session.malformed_graph(None, result, "check_graph")
+        finally:
+            session.exit_compiled(token)
+    return GraphCheckReport(result)

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --values full: most tensor bytes to keep, in MiB (default 64)")
     run.add_argument("--no-compare", dest="compare", action="store_false",
                      help="do not check compiled graphs against eager")
+    run.add_argument("--no-graph-check", dest="check_graphs", action="store_false",
+                     help="do not check each captured graph for malformed nodes (lint and "
+                          "fake-tensor shape propagation) before the backend gets it")
     run.add_argument("--compare-first", type=int, default=3, metavar="N",
                      help="check the first N calls of each compiled graph against eager, "
                           "node by node, judged in float64 (default 3)")
@@ -106,7 +109,7 @@ def _run_options(ns: argparse.Namespace) -> dict:
             "tensor_budget": int(ns.tensor_budget * 2**20),
             "compare": {"compare": ns.compare, "compare_first": ns.compare_first,
                         "compare_every": ns.compare_every, "rtol": ns.rtol, "atol": ns.atol,
-                        "localize": ns.localize}}
+                        "localize": ns.localize, "check_graphs": ns.check_graphs}}
 
 
 _RUN_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",

@@ -176,6 +176,19 @@ class RunWriter:
                     self._new_stacks.append((sid, dumps(list(ids))))
         return sid
 
+    def frame(self, fid: int) -> dict | None:
+        """file, line, function and code of an interned frame (a scan)."""
+        key = next((k for k, v in self._frames.items() if v == fid), None)
+        if key is None:
+            return None
+        return {"file": key[0], "line": key[1], "function": key[2], "code": code_line(key[0], key[1])}
+
+    def stack_frames(self, sid: int) -> list[tuple[str, int, str]]:
+        """The frames of an interned stack, outermost first (rarely used: a scan)."""
+        ids = next((k for k, v in self._stacks.items() if v == sid), ())
+        by_id = {v: k for k, v in self._frames.items()}
+        return [by_id[i] for i in ids if i in by_id]
+
     # -- rows ------------------------------------------------------------
     def add(self, table: str, row: tuple) -> None:
         with self._lock:
@@ -235,6 +248,21 @@ class RunWriter:
             self._dirty_diags.add(key)
         self.maybe_flush()
         return row
+
+    def diagnostic_row(self, key: str) -> dict | None:
+        with self._lock:
+            row = self._diags.get(key)
+            return dict(row) if row is not None else None
+
+    def update_diagnostic(self, key: str, **fields: Any) -> None:
+        """Change fields of a recorded finding (written at the next flush)."""
+        with self._lock:
+            row = self._diags.get(key)
+            if row is None:
+                return
+            row.update(fields)
+            self._dirty_diags.add(key)
+        self.maybe_flush()
 
     def set_meta(self, **items: Any) -> None:
         with self._lock:

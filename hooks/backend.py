@@ -24,7 +24,7 @@ from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
 from graphdbg.runfile import dumps
 
-from . import tensorstats
+from . import creation, graphcheck, tensorstats
 from .compare import GraphChecker
 from .frames import node_source, node_target
 
@@ -50,6 +50,11 @@ def _arg_text(node: torch.fx.Node) -> str:
                       *(f"{k}={v.name if isinstance(v, torch.fx.Node) else repr(v)}"
                         for k, v in node.kwargs.items())])
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _fingerprint(gm) -> tuple:
+    """Changes when a pass adds, removes or rewires nodes."""
+    return tuple((id(n), n.target, tuple(id(a) for a in n.all_input_nodes)) for n in gm.graph.nodes)
 
 
 class BackendRecorder:
@@ -97,6 +102,8 @@ class BackendRecorder:
                 checker = GraphChecker(session, graph_id, untouched, compile_user)
             except Exception as exc:
                 session.internal_error("graph checker", exc)
+        self._check_graph(graph_id, gm, example_inputs, "dynamo graph")
+        fingerprint = _fingerprint(gm)
         session.progress.update(
             f"graphdbg: compiling graph {graph_id} ({len(gm.graph.nodes)} nodes) with "
             f"{getattr(wrapper, '_compiler_name', None) or getattr(wrapper, '__name__', 'backend')}")
@@ -109,13 +116,38 @@ class BackendRecorder:
                                      error=f"{type(exc).__name__}: {exc}"[:20000])
             if isinstance(exc, Exception):
                 try:
-                    session.backend_failure(graph_id, wrapper, exc)
+                    # a pass inside the backend may have broken the graph it was given
+                    check = None
+                    if _fingerprint(gm) != fingerprint:
+                        check = self._check_graph(graph_id, gm, example_inputs, "after backend passes")
+                    session.backend_failure(graph_id, wrapper, exc, check)
                 except Exception as inner:
                     session.internal_error("compile-error mapper", inner)
             raise
         session.writer.put_graph(graph_id, status="compiled",
                                  backend_time_s=time.perf_counter() - t0)
+        if _fingerprint(gm) != fingerprint and any(creation.created_at(n) for n in gm.graph.nodes):
+            # the user's own pass rewrote the graph and the backend took it
+            self._check_graph(graph_id, gm, example_inputs, "after backend passes")
         return self._wrap_compiled(compiled, graph_id, checker)
+
+    def _check_graph(self, graph_id: int, gm, example_inputs, stage: str):
+        """Malformed-graph check (fake tensors only), recorded as findings."""
+        session = self.session
+        if not session.check_graphs:
+            return None
+        token = session.enter_compiled()  # its fake ops are not the program's eager work
+        session.checking = True
+        try:
+            result = graphcheck.check_graph(gm, example_inputs)
+            session.malformed_graph(graph_id, result, stage)
+            return result
+        except Exception as exc:
+            session.internal_error("graph check", exc)
+            return None
+        finally:
+            session.checking = False
+            session.exit_compiled(token)
 
     def _record_graph(self, graph_id: int, wrapper, gm: torch.fx.GraphModule,
                       example_inputs: list) -> None:

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 _current_node = torch._C._current_autograd_node
 _sequence_nr = torch._C._autograd._get_sequence_nr
 _perf_ns = time.perf_counter_ns
+_fake_mode_set = torch._C._get_dispatch_mode
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
 _getframe = sys._getframe
 _Tensor = torch.Tensor
 _describe_json = tensorstats.describe_json
@@ -83,7 +85,9 @@ class EagerRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if self.session._in_compiled:
+        if self.session._in_compiled or _fake_mode_set(_FAKE) is not None:
+            # compiled work, or tracing on fake tensors (torch.export, a
+            # graph check): not the program's eager work
             return func(*args, **kwargs)
         node = _current_node()
         if node is not None and node.name().startswith("CompiledFunction"):

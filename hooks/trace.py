@@ -257,7 +257,8 @@ class TraceHandler(logging.Handler):
         self.session.counts["frame_compiles"] += 1
         self.session.progress.end()
         if m.get("fail_type"):
-            self.session.compile_failure(m, cid)
+            # emitted while the failure propagates: the exception is in flight
+            self.session.compile_failure(m, cid, sys.exc_info()[1])
 
 
 class RecompileLimitHandler(logging.Handler):

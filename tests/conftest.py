@@ -36,10 +36,11 @@ def report_json(run: Path | str, cwd: Path | str) -> dict:
 
 
 def markers(path: Path, kind: str) -> set[tuple[str, int]]:
-    """(file, line) of every `# graphdbg-expect: KIND` marker in a sample."""
+    """(file, line) of every `# graphdbg-expect: KIND [KIND...]` marker in a sample."""
     out = set()
     for i, line in enumerate(path.read_text().splitlines(), 1):
-        if re.search(rf"#\s*graphdbg-expect:\s*{kind}\b", line):
+        m = re.search(r"#\s*graphdbg-expect:\s*([\w ]+)", line)
+        if m and kind in m[1].split():
             out.add((str(path), i))
     return out
 

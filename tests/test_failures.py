@@ -63,8 +63,11 @@ def test_backend_failure_is_mapped_to_the_node_line(workdir):
     assert "NotImplementedError: picky_backend cannot lower tanh" in d["message"]
     assert "picky_backend cannot lower tanh" in d["reason"]
     text = graphdbg("report", "p.run", cwd=workdir).stdout
-    block = text.split("compile_error", 1)[1].split("runtime_error", 1)[0]
+    block = text.split("compile_error", 1)[1].split("\n\n", 1)[0]
     assert "z = torch.tanh(y)" in block and "^^^^" in block and len(block.splitlines()) <= 10
+    # the program died of this error: one finding, with the program's call in its stack
+    assert not [d for d in doc["diagnostics"] if d["kind"] == "runtime_error"]
+    assert d["detail"]["uncaught"] and d["stack"][0]["line"] == 14
 
 
 def test_runtime_error_inside_a_compiled_graph_names_the_node(workdir):

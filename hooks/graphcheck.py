@@ -1,0 +1,378 @@
+"""Malformed FX graphs: find the broken node and the line it came from.
+
+``graph.lint()`` stops at the first problem and names FX nodes only. This
+check looks at every node and keeps going:
+
+- structure: a node used before it is defined, a node that was erased (or
+  belongs to another graph) still used, no output node or nodes after it,
+  ``get_attr``/``call_module`` targets that do not exist;
+- arity and argument types: each node is run on fake tensors (no real
+  compute, no memory); a node that raises is named with torch's message,
+  and a TypeError is checked against the op's signatures;
+- shape and dtype: the value a node computes on fake tensors against the
+  value its ``meta`` says it has (a pass that swapped an op but kept the meta);
+- dangling nodes: values computed and never used (a pass forgot to rewire).
+
+Nodes downstream of a broken one are not reported again. Ops fake tensors
+cannot run (data-dependent outputs, ops without a fake kernel) are counted as
+unchecked, never reported as malformed. The graph is never modified; the
+fake mode is private, so no guard is added to the program's compile.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from .creation import created_at
+from .frames import node_target
+
+_UNKNOWN = object()
+
+
+@dataclass
+class GraphProblem:
+    check: str            # use_before_def, erased_node, foreign_node, output, missing_attr,
+    #                       arity, arg_types, shape, dtype, error, dangling
+    node: str | None
+    target: str | None
+    message: str
+    severity: str = "error"
+    stack_trace: str | None = None
+    created_at: tuple[str, int, str] | None = None
+    fx_node: torch.fx.Node | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def where(self) -> str:
+        """Where the node comes from, in words."""
+        if self.stack_trace:
+            from graphdbg.sourcemap import innermost_user, parse_traceback
+            user = innermost_user([f for f, _ in parse_traceback(self.stack_trace)])
+            if user is not None:
+                return f"{user.file}:{user.line}"
+        if self.created_at:
+            return f"{self.created_at[0]}:{self.created_at[1]} (created by a graph transformation)"
+        return "no source line (created by torch)"
+
+
+@dataclass
+class GraphCheck:
+    problems: list[GraphProblem]
+    checked: int = 0          # nodes run on fake tensors
+    unchecked: list[str] = field(default_factory=list)   # nodes fake tensors cannot run
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+
+def _problem(node: torch.fx.Node | None, check: str, message: str, gm=None,
+             severity: str = "error") -> GraphProblem:
+    if node is None:
+        return GraphProblem(check, None, None, message, severity)
+    try:
+        target = node_target(node, gm)
+    except Exception:
+        target = str(node.target)
+    return GraphProblem(check, node.name, target, message, severity,
+                        node.meta.get("stack_trace"), created_at(node), node)
+
+
+def _has_attr(root: Any, qualname: str) -> bool:
+    obj = root
+    for part in str(qualname).split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def _structure(gm: torch.fx.GraphModule, graph: torch.fx.Graph) -> tuple[list[GraphProblem], set]:
+    problems: list[GraphProblem] = []
+    broken: set = set()
+    defined: set = set()
+    nodes = list(graph.nodes)
+    for node in nodes:
+        for inp in node.all_input_nodes:
+            if getattr(inp, "_erased", False):
+                problems.append(_problem(node, "erased_node",
+                                         f"{node.name} uses {inp.name}, which was erased from the graph", gm))
+                broken.add(node)
+            elif inp.graph is not graph:
+                problems.append(_problem(node, "foreign_node",
+                                         f"{node.name} uses {inp.name}, a node of another graph", gm))
+                broken.add(node)
+            elif inp not in defined:
+                problems.append(_problem(node, "use_before_def",
+                                         f"{node.name} uses {inp.name} before it is defined", gm))
+                broken.add(node)
+        if node.op == "get_attr" and not _has_attr(gm, node.target):
+            problems.append(_problem(node, "missing_attr",
+                                     f"{node.name} reads {node.target}, which the module does not have", gm))
+            broken.add(node)
+        if node.op == "call_module" and not _has_attr(gm, node.target):
+            problems.append(_problem(node, "missing_attr",
+                                     f"{node.name} calls submodule {node.target}, which does not exist", gm))
+            broken.add(node)
+        defined.add(node)
+    outputs = [n for n in nodes if n.op == "output"]
+    if not outputs:
+        problems.append(_problem(None, "output", "the graph has no output node"))
+    elif len(outputs) > 1 or outputs[-1] is not nodes[-1]:
+        problems.append(_problem(nodes[-1], "output",
+                                 "nodes follow the output node (they are never run)"
+                                 if len(outputs) == 1 else f"the graph has {len(outputs)} output nodes", gm))
+    return problems, broken
+
+
+def _signature_error(node: torch.fx.Node, gm) -> str | None:
+    """Why the node's arguments do not fit its target's signature, if they do not."""
+    target = node.target
+    sigs: list[inspect.Signature] = []
+    try:
+        if node.op == "call_function":
+            from torch.fx.operator_schemas import get_signature_for_torch_op
+            sigs = get_signature_for_torch_op(target) or []
+            if not sigs:
+                sigs = [inspect.signature(target)]
+        elif node.op == "call_module":
+            sigs = [inspect.signature(gm.get_submodule(str(target)).forward)]
+    except (TypeError, ValueError, AttributeError):
+        return None
+    errors = []
+    for sig in sigs:
+        try:
+            sig.bind(*node.args, **node.kwargs)
+            return None
+        except TypeError as e:
+            errors.append(str(e))
+    return errors[0] if errors else None
+
+
+def _concrete(size) -> list[int] | None:
+    out = []
+    for d in size:
+        if isinstance(d, int):
+            out.append(d)
+        elif isinstance(d, torch.SymInt):
+            hint = getattr(d.node, "hint", None)
+            if hint is None:
+                return None
+            out.append(int(hint))
+        else:
+            return None
+    return out
+
+
+def _meta_value(node: torch.fx.Node):
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def _compare_meta(node: torch.fx.Node, value: Any, gm) -> GraphProblem | None:
+    expected = _meta_value(node)
+    if not isinstance(expected, torch.Tensor) or not isinstance(value, torch.Tensor):
+        return None
+    if expected.dtype != value.dtype:
+        return _problem(node, "dtype", f"{node.name} computes {value.dtype} but its meta says "
+                                       f"{expected.dtype}", gm)
+    want, got = _concrete(expected.shape), _concrete(value.shape)
+    if want is not None and got is not None and want != got:
+        return _problem(node, "shape", f"{node.name} computes shape {got} but its meta says {want}", gm)
+    return None
+
+
+def _classify(node: torch.fx.Node, exc: BaseException, gm) -> GraphProblem:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, TypeError):
+        why = _signature_error(node, gm)
+        if why is not None:
+            return _problem(node, "arity", f"{node.name}: wrong arguments for {node_target(node, gm)}: "
+                                           f"{why}", gm)
+        return _problem(node, "arg_types", f"{node.name}: {type(exc).__name__}: {text}", gm)
+    low = text.lower()
+    if "dtype" in low or "scalar type" in low or "expected both inputs" in low:
+        check = "dtype"
+    elif any(w in low for w in ("shape", "size", "dimension", "must match", "broadcast", "mat1",
+                                "reduction dim", "invalid for input")):
+        check = "shape"
+    else:
+        check = "error"
+    return _problem(node, check, f"{node.name}: {type(exc).__name__}: {text}", gm)
+
+
+def _fake(mode, t: torch.Tensor):
+    """A fake copy of a real tensor; scalars keep their value (graphs read
+    constants such as a LayerNorm's eps with ``.item()``)."""
+    if t.numel() == 1 and t.device.type == "cpu" and not t.requires_grad:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        try:
+            with unset_fake_temporarily():
+                copy = t.detach().clone()  # in-place ops on a constant reach it: never the original
+            return mode.fake_tensor_converter.from_real_tensor(mode, copy, make_constant=True)
+        except Exception:
+            pass
+    return mode.from_tensor(t, static_shapes=True)
+
+
+def _fake_inputs(mode, graph: torch.fx.Graph, example_inputs) -> list:
+    """Fake tensors in our private mode for the example inputs (real or fake);
+    symbolic sizes are taken at their example value. Called inside ``mode``."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    out: list = []
+    for i, ph in enumerate(placeholders):
+        v = example_inputs[i] if i < len(example_inputs) else _meta_value(ph)
+        if isinstance(v, torch._subclasses.FakeTensor):
+            size, stride = _concrete(v.shape), _concrete(v.stride())
+            out.append(_UNKNOWN if size is None or stride is None else
+                       torch.empty_strided(size, stride, dtype=v.dtype, device=v.device,
+                                           requires_grad=v.requires_grad))
+        elif isinstance(v, torch.Tensor):
+            out.append(_fake(mode, v))
+        elif isinstance(v, torch.SymInt):
+            hint = getattr(v.node, "hint", None)
+            out.append(int(hint) if hint is not None else _UNKNOWN)
+        else:
+            out.append(v)
+    return out
+
+
+_UNCHECKABLE = ()
+
+
+def _uncheckable() -> tuple:
+    global _UNCHECKABLE
+    if not _UNCHECKABLE:
+        from torch._subclasses import fake_tensor as ft
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+        _UNCHECKABLE = (ft.DynamicOutputShapeException, ft.DataDependentOutputException,
+                        ft.UnsupportedOperatorException, ft.UnsupportedFakeTensorException,
+                        GuardOnDataDependentSymNode, NotImplementedError)
+    return _UNCHECKABLE
+
+
+def _propagate(gm: torch.fx.GraphModule, graph: torch.fx.Graph, example_inputs, broken: set,
+               result: GraphCheck) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.utils._pytree import tree_flatten
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    env: dict[torch.fx.Node, Any] = {}
+    # fake tensors log every failing meta kernel with a traceback: the
+    # failures are this check's findings, not the program's errors
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level, fake_log.level = fake_log.level, logging.CRITICAL
+    try:
+        _propagate_nodes(gm, graph, example_inputs, broken, result, mode, env, tree_flatten)
+    finally:
+        fake_log.setLevel(level)
+
+
+def _propagate_nodes(gm, graph, example_inputs, broken, result, mode, env, tree_flatten) -> None:
+    with mode:
+        inputs = iter(_fake_inputs(mode, graph, example_inputs))
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                env[node] = next(inputs, _UNKNOWN)
+                continue
+            if node.op == "output" or node in broken:
+                env[node] = _UNKNOWN
+                continue
+            try:
+                args = torch.fx.node.map_arg(node.args, lambda n: env.get(n, _UNKNOWN))
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env.get(n, _UNKNOWN))
+            except Exception:
+                env[node] = _UNKNOWN
+                continue
+            if any(a is _UNKNOWN for a in tree_flatten((args, kwargs))[0]):
+                env[node] = _UNKNOWN
+                continue
+            try:
+                value = _run_node(gm, node, args, kwargs, mode)
+            except _uncheckable():
+                result.unchecked.append(node.name)
+                env[node] = _UNKNOWN
+                continue
+            except Exception as exc:
+                result.problems.append(_classify(node, exc, gm))
+                env[node] = _UNKNOWN
+                continue
+            result.checked += 1
+            bad = _compare_meta(node, value, gm)
+            if bad is not None:
+                result.problems.append(bad)
+                env[node] = _UNKNOWN
+                continue
+            env[node] = value
+
+
+def _run_node(gm, node: torch.fx.Node, args, kwargs, mode):
+    if node.op == "get_attr":
+        obj = gm
+        for part in str(node.target).split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, torch.Tensor) and not isinstance(obj, torch._subclasses.FakeTensor):
+            return _fake(mode, obj)
+        return obj
+    if node.op == "call_function":
+        return node.target(*args, **kwargs)
+    if node.op == "call_method":
+        self_obj, *rest = args
+        return getattr(self_obj, node.target)(*rest, **kwargs)
+    if node.op == "call_module":
+        return gm.get_submodule(str(node.target))(*args, **kwargs)
+    raise RuntimeError(f"unknown op {node.op}")
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    """In-place ops and side effects are used even when their value is not."""
+    try:
+        if node.is_impure():
+            return True
+    except Exception:
+        return True
+    target = node.target
+    if node.op == "call_method":
+        return str(target).endswith("_")
+    if node.op == "call_function":
+        schema = getattr(target, "_schema", None)
+        if schema is not None:
+            return bool(schema.is_mutable)
+        return getattr(target, "__name__", "").endswith("_")
+    return node.op == "call_module"
+
+
+def _dangling(gm, graph: torch.fx.Graph, problems: list[GraphProblem]) -> None:
+    reported = {p.node for p in problems}
+    for node in graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module") or node.users:
+            continue
+        if node.name in reported or node.target in (operator.setitem,):
+            continue
+        if _mutates(node):
+            continue
+        problems.append(_problem(node, "dangling",
+                                 f"{node.name} ({node_target(node, gm)}) is computed but never used",
+                                 gm, severity="warning"))
+
+
+def check_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool = True) -> GraphCheck:
+    """Check ``gm`` for every problem above; never raises for a malformed graph."""
+    graph = gm.graph
+    problems, broken = _structure(gm, graph)
+    result = GraphCheck(problems)
+    if propagate:
+        # downstream of a structurally broken node, nothing is checked again
+        downstream = set(broken)
+        for node in graph.nodes:
+            if any(i in downstream for i in node.all_input_nodes):
+                downstream.add(node)
+        _propagate(gm, graph, list(example_inputs), downstream, result)
+    _dangling(gm, graph, result.problems)
+    return result

@@ -1,0 +1,275 @@
+"""`graphdbg.check_graph`: every kind of malformed FX graph, named at the node
+and at the line of the pass that made it; no finding on well-formed graphs
+(symbolic_trace and real Dynamo graphs)."""
+
+from __future__ import annotations
+
+import operator
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import graphdbg
+from conftest import graphdbg as run_graphdbg, report_json
+
+HERE = __file__
+SOURCE = open(HERE).read().splitlines()
+
+
+def line_of(text: str) -> int:
+    """Line number in this file of the line that contains `text` (once)."""
+    lines = [i for i, ln in enumerate(SOURCE, 1) if f"# {text}" in ln]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.fc(x)
+        z = torch.relu(y)
+        return z.sum(1) * 2
+
+
+def traced() -> torch.fx.GraphModule:
+    return torch.fx.symbolic_trace(Net())
+
+
+def dynamo_graph(fn, *inputs) -> tuple[torch.fx.GraphModule, list]:
+    """The graph Dynamo makes for `fn` (with its example_value meta), and its inputs."""
+    seen = []
+
+    def keep(gm, example_inputs):
+        seen.append((gm, example_inputs))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=keep, fullgraph=True)(*inputs)
+    return seen[0]
+
+
+def find(gm, target):
+    return next(n for n in gm.graph.nodes if n.target is target)
+
+
+X = torch.randn(2, 4)
+
+
+# -- the passes under test: each makes exactly one kind of mistake -------------
+def pass_use_before_def(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    with g.inserting_before(next(iter(g.nodes))):
+        bad = g.call_function(torch.sigmoid, (relu,))  # MARK use_before_def
+    next(iter(relu.users)).replace_input_with(relu, bad)
+
+
+def pass_erased(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    user = next(iter(relu.users))
+    with g.inserting_after(relu):
+        new = g.call_function(torch.sigmoid, (relu.args[0],))  # MARK erased-replacement
+    relu.replace_all_uses_with(new)
+    g.erase_node(relu)
+    user.update_arg(0, relu)  # uses the erased node again
+
+
+def pass_foreign(gm):
+    other = torch.fx.symbolic_trace(Net())
+    foreign = find(other, torch.relu)
+    user = next(iter(find(gm, torch.relu).users))
+    user.update_arg(0, foreign)
+
+
+def pass_no_output(gm):
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    gm.graph.erase_node(out)
+
+
+def pass_missing_attr(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    with g.inserting_after(relu):
+        w = g.get_attr("scale_table")  # MARK missing_attr
+    with g.inserting_after(w):
+        scaled = g.call_function(torch.mul, (relu, w))
+    for u in list(relu.users):
+        if u is not scaled:
+            u.replace_input_with(relu, scaled)
+
+
+def pass_arity(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    with g.inserting_after(relu):
+        twice = g.call_function(operator.add, (relu, relu, relu))  # MARK arity
+    for u in list(relu.users):
+        if u is not twice:
+            u.replace_input_with(relu, twice)
+
+
+def pass_arg_types(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    with g.inserting_after(relu):
+        bad = g.call_function(torch.mul, (relu, "2"))  # MARK arg_types
+    for u in list(relu.users):
+        if u is not bad:
+            u.replace_input_with(relu, bad)
+
+
+def pass_shape(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    with g.inserting_after(relu):
+        bad = g.call_function(torch.matmul, (relu, relu))  # MARK shape
+    for u in list(relu.users):
+        if u is not bad:
+            u.replace_input_with(relu, bad)
+
+
+def pass_dangling(gm):
+    g = gm.graph
+    relu = find(gm, torch.relu)
+    with g.inserting_after(relu):
+        g.call_function(torch.exp, (relu,))  # MARK dangling
+
+
+CASES = [
+    (pass_use_before_def, "use_before_def", "sigmoid", "MARK use_before_def"),
+    (pass_erased, "erased_node", "sum_1", None),
+    (pass_foreign, "foreign_node", "sum_1", None),
+    (pass_no_output, "output", None, None),
+    (pass_missing_attr, "missing_attr", "scale_table", "MARK missing_attr"),
+    (pass_arity, "arity", "add", "MARK arity"),
+    (pass_arg_types, "arg_types", "mul_1", "MARK arg_types"),
+    (pass_shape, "shape", "matmul", "MARK shape"),
+    (pass_dangling, "dangling", "exp", "MARK dangling"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Attempted to insert a get_attr Node")  # FX's own warning
+@pytest.mark.parametrize("bad_pass, check, node, mark", CASES,
+                         ids=[c[1] for c in CASES])
+def test_each_malformation_is_named_at_its_node_and_pass_line(tmp_path, bad_pass, check, node, mark):
+    with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
+        gm = traced()
+        bad_pass(gm)
+        report = graphdbg.check_graph(gm, X)
+    problems = [p for p in report.problems if p["check"] == check]
+    assert len(problems) == 1, report.problems
+    (p,) = problems
+    assert p["node"] == node
+    assert report.ok is (check == "dangling")  # a dangling node is a warning, not an error
+    if mark is not None:
+        assert (p["file"], p["line"], p["created_by_pass"]) == (HERE, line_of(mark), True)
+        assert p["code"].strip().startswith(SOURCE[line_of(mark) - 1].strip()[:20])
+    # nothing else is reported: nodes downstream of a broken one are not blamed
+    assert [q for q in report.problems if q["severity"] == "error" and q is not p] == []
+    # the capture recorded the same findings in its run file
+    doc = report_json("c.run", tmp_path)
+    assert [(d["kind"], d["node"]) for d in doc["diagnostics"]
+            if d["severity"] == p["severity"]] == [("malformed_graph", node)]
+
+
+def test_meta_mismatch_on_a_dynamo_graph_names_the_model_line():
+    def f(x):
+        y = torch.relu(x)
+        s = y.sum(1)  # MARK sum
+        return torch.tanh(s)  # MARK tanh
+
+    gm, inputs = dynamo_graph(f, torch.randn(3, 5))
+    assert graphdbg.check_graph(gm, *inputs).problems == []
+    # a "pass" that changes what nodes compute but keeps their recorded meta
+    find(gm, torch.tanh).target = torch.argmax          # int64, meta says float32
+    s = next(n for n in gm.graph.nodes if n.op == "call_method" and n.target == "sum")
+    s.args = (s.args[0], 0)                               # shape [5], meta says [3]
+    report = graphdbg.check_graph(gm, *inputs)
+    got = {(p["check"], p["node"], p["line"]) for p in report.problems}
+    assert got == {("shape", s.name, line_of("MARK sum"))}, report.problems
+    # the dtype change is downstream of the broken shape: fixed shape reveals it
+    s.args = (s.args[0], 1)
+    report = graphdbg.check_graph(gm, *inputs)
+    assert [(p["check"], p["line"], p["file"]) for p in report.problems] == [
+        ("dtype", line_of("MARK tanh"), HERE)]
+    assert "int64" in report.problems[0]["message"] and not report.ok
+    with pytest.raises(AssertionError, match="dtype"):
+        report.assert_ok()
+
+
+def test_nodes_made_outside_a_capture_have_no_pass_line():
+    gm = traced()
+    pass_arity(gm)
+    (p,) = graphdbg.check_graph(gm, X).problems
+    assert p["check"] == "arity" and p["file"] is None and not p["created_by_pass"]
+
+
+class Block(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.conv = nn.Conv1d(d, d, 3, padding=1)
+        self.bn = nn.BatchNorm1d(d)
+
+    def forward(self, x):
+        h = self.ln(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        x = x + a
+        c = self.bn(self.conv(x.transpose(1, 2))).transpose(1, 2)
+        idx = x.argmax(-1)
+        return x + torch.nn.functional.gelu(c), idx.float().mean()
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_well_formed_graphs_have_no_findings(dynamic):
+    torch.manual_seed(0)
+    model = Block().train()
+    x = torch.randn(2, 5, 16)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    torch._dynamo.reset()
+    seen = []
+
+    def keep(gm, example_inputs):
+        seen.append((gm, example_inputs))
+        return gm.forward
+
+    torch.compile(model, backend=keep, dynamic=dynamic)(x)
+    after_compile = {k: v.clone() for k, v in model.state_dict().items()}
+    assert seen
+    checked = 0
+    for gm, inputs in seen:
+        report = graphdbg.check_graph(gm, *inputs)
+        assert report.problems == [] and report.ok, report
+        assert report.unchecked == [] and report.nodes_checked >= 1
+        checked += report.nodes_checked
+    assert checked >= 15
+    # the check runs on fake tensors: the model's buffers are untouched
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, after_compile[k]), k
+    assert any(not torch.equal(before[k], after_compile[k]) for k in before)  # BN did update
+    traced_report = graphdbg.check_graph(torch.fx.symbolic_trace(Net()), X)
+    assert traced_report.problems == []
+
+
+def test_check_graph_inside_graphdbg_run_is_recorded(tmp_path):
+    script = tmp_path / "p.py"
+    script.write_text(
+        "import operator, torch, graphdbg\n"
+        "gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)\n"
+        "relu = next(n for n in gm.graph.nodes if n.target is torch.relu)\n"
+        "with gm.graph.inserting_after(relu):\n"
+        "    bad = gm.graph.call_function(operator.add, (relu, relu, relu))\n"
+        "print(graphdbg.check_graph(gm, torch.randn(3)).ok)\n")
+    proc = run_graphdbg("run", "-q", "-o", "p.run", script, cwd=tmp_path, check=True)
+    assert proc.stdout.strip() == "False"
+    doc = report_json("p.run", tmp_path)
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "malformed_graph"]
+    assert (d["line"], d["node"], d["detail"]["check"]) == (5, "add_1", "arity")
+    assert d["detail"]["created_by_pass"] and d["graph"] is None
