@@ -5,7 +5,6 @@ and at the line of the pass that made it; no finding on well-formed graphs
 from __future__ import annotations
 
 import operator
-import sys
 
 import pytest
 import torch

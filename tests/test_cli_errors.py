@@ -211,10 +211,12 @@ def test_runtime_error_headline_is_the_exception_not_boilerplate(workdir):
     assert proc.returncode == 1
     assert "torch._dynamo.exc.Unsupported" in proc.stderr
     doc = report_json("fg.run", workdir)
-    kinds = {d["kind"]: d for d in doc["diagnostics"]}
-    assert kinds["runtime_error"]["line"] == 7
-    assert kinds["runtime_error"]["message"].startswith("Unsupported: ")
-    assert kinds["compile_error"]["line"] == 4
+    # the program died of the compile error: one finding, at the print, whose
+    # stack starts at the program's call
+    (d,) = doc["diagnostics"]
+    assert (d["kind"], d["line"]) == ("compile_error", 4)
+    assert d["message"].startswith("Unsupported: Failed to trace builtin operator")
+    assert [f["line"] for f in d["stack"]] == [7, 4] and d["detail"]["uncaught"]
 
 
 def test_unsupported_torch_version_is_refused(workdir):

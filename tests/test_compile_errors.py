@@ -237,3 +237,32 @@ def test_inductor_errors_at_the_user_line(workdir, body, line, says, hint):
     assert (d["file"], d["line"]) == (str(workdir / "p.py"), line)
     assert says in d["message"] and hint in d["hint"]
     assert d["detail"]["exception"] == "InductorError" and "Traceback" in d["detail"]["traceback"]
+
+
+EXPORT_OK = '''\
+import hashlib, torch
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)).sum(0)
+
+torch.manual_seed(0)
+ep = torch.export.export(M(), (torch.randn(3, 4),))
+print(hashlib.sha256(ep.graph_module.code.encode()).hexdigest())
+print(ep.module()(torch.ones(3, 4)).tolist())
+'''
+
+
+def test_successful_export_is_unchanged_by_graphdbg(workdir):
+    (workdir / "p.py").write_text(EXPORT_OK)
+    plain, observed, doc = run_both(workdir, "p.py")
+    assert plain.returncode == observed.returncode == 0, observed.stderr[-2000:]
+    assert plain.stdout == observed.stdout  # same exported graph, same numbers
+    assert doc["diagnostics"] == [] and doc["run"]["internal_errors"] == []
+    # the exporter's fake-tensor tracing is not recorded as eager work
+    # (only the exported module's own call computes an addmm)
+    assert [o["count"] for o in doc["eager"]["top_ops"] if o["op"] == "aten.addmm.default"] == [1]
