@@ -7,7 +7,10 @@ For each workload, Dynamo's graph is captured once; then each round times
 `check_graph` on it (lint + every node run on fake tensors) and a fresh
 compile of the same graph with aot_eager (and inductor with --inductor, one
 round: its compile is 10-40 s here). Reported: nodes, median check time,
-median compile time and the ratio check/compile.
+median compile time and the ratio check/compile. Also the cost of recording
+which user line created each FX node (the `Graph.create_node` wrapper a
+session installs) on Dynamo's tracing: capture time with it / without it,
+interleaved rounds.
 """
 
 from __future__ import annotations
@@ -80,6 +83,22 @@ def main() -> None:
             ind = compile_time(gm, example_inputs, "inductor")
             line += f"{ind * 1e3:>9.0f}ms{check / ind:>8.3f}"
         print(line)
+
+    from graphdbg.hooks import creation
+    print(f"\n{'workload':<12}{'dynamo trace':>14}{'+ creation sites':>18}{'ratio':>8}")
+    for name, make in (("gpt2-like", gpt2_like), ("mlp-24", mlp)):
+        model, inputs = make()
+        plain, hooked = [], []
+        for _ in range(args.rounds):
+            for timings, hook in ((plain, False), (hooked, True)):
+                if hook:
+                    creation.install()
+                t0 = time.perf_counter()
+                capture(model, inputs)
+                timings.append(time.perf_counter() - t0)
+                creation.uninstall()
+        a, b = statistics.median(plain), statistics.median(hooked)
+        print(f"{name:<12}{a * 1e3:>12.0f}ms{b * 1e3:>16.0f}ms{b / a:>8.2f}")
 
 
 if __name__ == "__main__":

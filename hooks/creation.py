@@ -6,7 +6,8 @@ nothing. While a session runs, ``Graph.create_node`` is wrapped to remember,
 for nodes created by user code, the user's line: the first frame outside
 torch.fx (a pass calls FX's graph API directly, or through FX helpers such as
 the subgraph rewriter or a Transformer). Nodes made by Dynamo, AOTAutograd or
-inductor have torch frames there and are skipped after a few frame lookups.
+inductor have torch frames there and are skipped after a few frame lookups;
+nodes made by symbolically tracing the user's code are not a pass's either.
 The site is kept beside the node (a weak map), never in the node's ``meta``.
 """
 
@@ -35,14 +36,27 @@ def created_at(node: torch.fx.Node) -> tuple[str, int, str] | None:
         return None
 
 
+_TRACING = (_FX_DIR + "proxy.py", _FX_DIR + "_symbolic_trace.py")
+_TRANSFORMER = _FX_DIR + "interpreter.py"
+
+
 def _creator() -> tuple[str, int, str] | None:
+    """The user frame behind this node creation, unless the node was made by
+    tracing the user's code (symbolic_trace: the node stands for that line,
+    it was not added by a pass) or by torch itself."""
     f = sys._getframe(2)
+    traced = transformer = False
     while f is not None:
         file = f.f_code.co_filename
-        if file.startswith(_FX_DIR) or (file.startswith(_STDLIB) and "site-packages" not in file):
+        if file.startswith(_FX_DIR):
+            traced = traced or file in _TRACING
+            transformer = transformer or file == _TRANSFORMER
             f = f.f_back
             continue
-        if is_internal(file):
+        if file.startswith(_STDLIB) and "site-packages" not in file:
+            f = f.f_back
+            continue
+        if is_internal(file) or (traced and not transformer):
             return None
         return file, f.f_lineno, f.f_code.co_name
     return None

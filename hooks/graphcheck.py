@@ -11,7 +11,9 @@ check looks at every node and keeps going:
   and a TypeError is checked against the op's signatures;
 - shape and dtype: the value a node computes on fake tensors against the
   value its ``meta`` says it has (a pass that swapped an op but kept the meta);
-- dangling nodes: values computed and never used (a pass forgot to rewire).
+- dangling nodes: values computed and never used (a pass forgot to rewire);
+  unused values of the user's own code (nodes with a ``stack_trace`` that no
+  pass made) are dead code, not a malformed graph.
 
 Nodes downstream of a broken one are not reported again. Ops fake tensors
 cannot run (data-dependent outputs, ops without a fake kernel) are counted as
@@ -355,6 +357,8 @@ def _dangling(gm, graph: torch.fx.Graph, problems: list[GraphProblem]) -> None:
             continue
         if node.name in reported or node.target in (operator.setitem,):
             continue
+        if node.meta.get("stack_trace") and created_at(node) is None:
+            continue  # dead code the user wrote (Dynamo keeps it), not a pass's leftover
         if _mutates(node):
             continue
         problems.append(_problem(node, "dangling",

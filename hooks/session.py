@@ -506,8 +506,10 @@ class CaptureSession:
                 user_id = w.frame_id(g["code_file"], g["code_line"], g.get("code_name") or "?")
             message = (f"compiled graph {checker.graph_id} fails on inputs that eager runs fine: "
                        f"{headline(exc)}")
+        key = f"runtime_error|graph{checker.graph_id}|{node.name if node is not None else '-'}"
+        self._remember(exc, key)
         w.diagnostic(
-            f"runtime_error|graph{checker.graph_id}|{node.name if node is not None else '-'}",
+            key,
             kind="runtime_error", severity="error", message=message, reason=str(exc)[:100000],
             user_frame=user_id, stack=stack, graph_id=checker.graph_id,
             node=node.name if node is not None else None, op=target,

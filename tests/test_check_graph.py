@@ -157,8 +157,11 @@ CASES = [
 @pytest.mark.parametrize("bad_pass, check, node, mark", CASES,
                          ids=[c[1] for c in CASES])
 def test_each_malformation_is_named_at_its_node_and_pass_line(tmp_path, bad_pass, check, node, mark):
+    from graphdbg.hooks.creation import created_at
     with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
         gm = traced()
+        # nodes made by tracing the model stand for its lines: no pass made them
+        assert [n.name for n in gm.graph.nodes if created_at(n)] == []
         bad_pass(gm)
         report = graphdbg.check_graph(gm, X)
     problems = [p for p in report.problems if p["check"] == check]
@@ -200,6 +203,16 @@ def test_meta_mismatch_on_a_dynamo_graph_names_the_model_line():
     assert "int64" in report.problems[0]["message"] and not report.ok
     with pytest.raises(AssertionError, match="dtype"):
         report.assert_ok()
+
+
+def test_dead_code_in_the_users_model_is_not_a_malformed_graph():
+    def f(x):
+        unused = torch.arange(x.shape[0])  # noqa: F841  (Dynamo keeps it in the graph)
+        return x.relu()
+
+    gm, inputs = dynamo_graph(f, torch.randn(3))
+    assert any(n.target is torch.arange for n in gm.graph.nodes)
+    assert graphdbg.check_graph(gm, *inputs).problems == []
 
 
 def test_nodes_made_outside_a_capture_have_no_pass_line():

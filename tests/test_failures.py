@@ -78,3 +78,32 @@ def test_runtime_error_inside_a_compiled_graph_names_the_node(workdir):
     (d,) = in_graph
     assert d["line"] == 5 and d["code"] == "z = y[idx]" and d["op"] == "_operator.getitem"
     assert "index 9 is out of bounds" in d["message"]
+
+
+ASSERT_UNDER_DYNAMIC = '''\
+import torch
+torch._dynamo.config.capture_scalar_outputs = True
+
+def take(x, counts):
+    n = counts.sum().item()
+    torch._check(n <= 4)
+    y = x[:n] * 2
+    return y.sum()
+
+f = torch.compile(take, backend="aot_eager", dynamic=True)
+x = torch.randn(10)
+print(f(x, torch.tensor([1, 2])))
+print(f(x, torch.tensor([4, 5])))
+'''
+
+
+def test_a_size_that_no_longer_fits_is_named_at_its_check(workdir):
+    # the second call's data-dependent size breaks an assumption compiled into
+    # the graph: the runtime assert fails inside compiled code
+    plain, observed, doc = _both(workdir, ASSERT_UNDER_DYNAMIC)
+    assert plain.returncode == observed.returncode == 1
+    assert _last_line(plain.stderr) == _last_line(observed.stderr)
+    (d,) = doc["diagnostics"]  # one finding: the program died of it
+    assert (d["kind"], d["line"], d["code"]) == ("runtime_error", 6, "torch._check(n <= 4)")
+    assert "_assert_scalar" in d["op"] and "u0 <= 4" in d["message"]
+    assert [f["line"] for f in d["stack"]] == [13, 6]
