@@ -139,7 +139,8 @@ class BackendRecorder:
         token = session.enter_compiled()  # its fake ops are not the program's eager work
         session.checking = True
         try:
-            result = graphcheck.check_graph(gm, example_inputs)
+            result = graphcheck.check_graph(
+                gm, example_inputs, dangling="none" if stage == "dynamo graph" else "created")
             session.malformed_graph(graph_id, result, stage)
             return result
         except Exception as exc:

@@ -35,6 +35,7 @@ _current_node = torch._C._current_autograd_node
 _sequence_nr = torch._C._autograd._get_sequence_nr
 _perf_ns = time.perf_counter_ns
 _fake_mode_set = torch._C._get_dispatch_mode
+_HigherOrderOperator = torch._ops.HigherOrderOperator
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
 _getframe = sys._getframe
 _Tensor = torch.Tensor
@@ -64,6 +65,10 @@ class EagerRecorder(TorchDispatchMode):
     op names by op, stack/frame ids by the tuple of user frames, module
     paths by module, and shape/dtype JSON by (shape, dtype)."""
 
+    # Without this, any higher-order op (torch.cond, checkpoint, a compiled
+    # backward that contains one) raises under the mode: they pass through.
+    supports_higher_order_operators = True
+
     def __init__(self, session: "CaptureSession") -> None:
         super().__init__()
         self.session = session
@@ -85,7 +90,8 @@ class EagerRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if self.session._in_compiled or _fake_mode_set(_FAKE) is not None:
+        if (self.session._in_compiled or _fake_mode_set(_FAKE) is not None
+                or type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)):
             # compiled work, or tracing on fake tensors (torch.export, a
             # graph check): not the program's eager work
             return func(*args, **kwargs)

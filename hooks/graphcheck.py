@@ -350,9 +350,11 @@ def _mutates(node: torch.fx.Node) -> bool:
     return node.op == "call_module"
 
 
-def _dangling(gm, graph: torch.fx.Graph, problems: list[GraphProblem]) -> None:
+def _dangling(gm, graph: torch.fx.Graph, problems: list[GraphProblem], which: str) -> None:
     reported = {p.node for p in problems}
     for node in graph.nodes:
+        if which == "created" and created_at(node) is None:
+            continue
         if node.op not in ("call_function", "call_method", "call_module") or node.users:
             continue
         if node.name in reported or node.target in (operator.setitem,):
@@ -366,8 +368,14 @@ def _dangling(gm, graph: torch.fx.Graph, problems: list[GraphProblem]) -> None:
                                  gm, severity="warning"))
 
 
-def check_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool = True) -> GraphCheck:
-    """Check ``gm`` for every problem above; never raises for a malformed graph."""
+def check_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool = True,
+                dangling: str = "all") -> GraphCheck:
+    """Check ``gm`` for every problem above; never raises for a malformed graph.
+
+    ``dangling``: which unused nodes to report: ``all`` (but the user's own
+    dead code), ``created`` (only nodes a user's pass made) or ``none`` (a
+    graph straight from Dynamo: its unused nodes are the user's dead code or
+    Dynamo's own side effects, such as vmap's nesting calls)."""
     graph = gm.graph
     problems, broken = _structure(gm, graph)
     result = GraphCheck(problems)
@@ -378,5 +386,6 @@ def check_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool 
             if any(i in downstream for i in node.all_input_nodes):
                 downstream.add(node)
         _propagate(gm, graph, list(example_inputs), downstream, result)
-    _dangling(gm, graph, result.problems)
+    if dangling != "none":
+        _dangling(gm, graph, result.problems, dangling)
     return result

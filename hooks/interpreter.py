@@ -96,11 +96,16 @@ def _float64_copy(mod: torch.nn.Module) -> torch.nn.Module:
     return dup.to(torch.float64)
 
 
+_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
 def _has_nonfinite(value: Any) -> bool:
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex():
             if type(value) is not torch.Tensor and type(value) is not torch.nn.Parameter:
                 return False
+            if _functorch_wrapped(value):
+                return False  # a vmap/grad level's tensor: reading its values is not allowed
             return not bool(torch.isfinite(value).all())
         return False
     if isinstance(value, (list, tuple)):

@@ -181,3 +181,53 @@ def test_set_logs_does_not_remove_our_handler(workdir):
         torch.compile(f, backend="eager")(torch.ones(2))
         """)
     assert [(d["kind"], d["line"]) for d in doc["diagnostics"]] == [("graph_break", 5)]
+
+
+HIGHER_ORDER = '''\
+import torch
+from torch.utils.checkpoint import checkpoint
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+
+    def block(self, x):
+        return torch.relu(self.a(x))
+
+    def forward(self, x):
+        h = checkpoint(self.block, x, use_reentrant=False)
+        h = torch.cond(h.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (h,))
+        y = torch.func.vmap(lambda r: r * 2)(h)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            z = self.b(y)
+        return z.float().sum()
+
+torch.manual_seed(0)
+m = M()
+x = torch.randn(4, 8, requires_grad=True)
+eager = m(x)                                   # higher-order ops in eager, too
+out = torch.compile(m, backend="aot_eager")(x)
+out.backward()                                 # a compiled backward with a cond in it
+print(eager.item(), out.item(), x.grad.sum().item())
+'''
+
+
+def test_higher_order_ops_run_unchanged_under_graphdbg(workdir):
+    # torch.cond, checkpoint, vmap and autocast, eager and compiled, forward and
+    # backward: same numbers as plain python, no findings, no internal errors
+    import subprocess
+    import sys
+
+    from conftest import ENV
+    (workdir / "hop.py").write_text(HIGHER_ORDER)
+    plain = subprocess.run([sys.executable, "hop.py"], cwd=workdir, capture_output=True,
+                           text=True, env=ENV, timeout=600)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    proc = graphdbg("run", "-q", "-o", "x.run", "hop.py", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout
+    doc = report_json("x.run", workdir)
+    assert doc["diagnostics"] == [] and doc["run"]["internal_errors"] == []
+    assert doc["graphs"] and all(g["status"] == "compiled" for g in doc["graphs"])
