@@ -103,34 +103,27 @@ def pass_missing_attr(gm):
             u.replace_input_with(relu, scaled)
 
 
-def pass_arity(gm):
+def after_relu(gm, make):
+    """Insert `make(graph, relu)` after the relu and reroute the relu's users to it."""
     g = gm.graph
     relu = find(gm, torch.relu)
     with g.inserting_after(relu):
-        twice = g.call_function(operator.add, (relu, relu, relu))  # MARK arity
+        new = make(g, relu)
     for u in list(relu.users):
-        if u is not twice:
-            u.replace_input_with(relu, twice)
+        if u is not new:
+            u.replace_input_with(relu, new)
+
+
+def pass_arity(gm):
+    after_relu(gm, lambda g, r: g.call_function(operator.add, (r, r, r)))  # MARK arity
 
 
 def pass_arg_types(gm):
-    g = gm.graph
-    relu = find(gm, torch.relu)
-    with g.inserting_after(relu):
-        bad = g.call_function(torch.mul, (relu, "2"))  # MARK arg_types
-    for u in list(relu.users):
-        if u is not bad:
-            u.replace_input_with(relu, bad)
+    after_relu(gm, lambda g, r: g.call_function(torch.mul, (r, "2")))  # MARK arg_types
 
 
 def pass_shape(gm):
-    g = gm.graph
-    relu = find(gm, torch.relu)
-    with g.inserting_after(relu):
-        bad = g.call_function(torch.matmul, (relu, relu))  # MARK shape
-    for u in list(relu.users):
-        if u is not bad:
-            u.replace_input_with(relu, bad)
+    after_relu(gm, lambda g, r: g.call_function(torch.matmul, (r, r)))  # MARK shape
 
 
 def pass_dangling(gm):
