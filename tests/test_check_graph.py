@@ -200,7 +200,7 @@ def test_meta_mismatch_on_a_dynamo_graph_names_the_model_line():
 
 def test_dead_code_in_the_users_model_is_not_a_malformed_graph():
     def f(x):
-        unused = torch.arange(x.shape[0])  # noqa: F841  (Dynamo keeps it in the graph)
+        torch.arange(x.shape[0])  # dead code: Dynamo keeps it in the graph
         return x.relu()
 
     gm, inputs = dynamo_graph(f, torch.randn(3))

@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import ENV, graphdbg, report_json
 
 
@@ -119,13 +121,19 @@ def test_sigint_mid_run_leaves_readable_run_file(workdir):
             torch.ones(8).cos()
             time.sleep(0.01)
         """)
+    # faulthandler: a run that does not end gets its stacks dumped by SIGABRT
     proc = subprocess.Popen([sys.executable, "-m", "graphdbg", "run", "-o", "loop.run", "loop.py"],
                             cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+                            text=True, env={**ENV, "PYTHONFAULTHANDLER": "1"})
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate(timeout=60)
+        pytest.fail(f"graphdbg run did not end after Ctrl-C; its stacks:\n{err[-6000:]}")
     assert proc.returncode == 130
     assert "KeyboardInterrupt" in err
     doc = report_json("loop.run", workdir)
