@@ -121,10 +121,14 @@ def test_sigint_mid_run_leaves_readable_run_file(workdir):
             torch.ones(8).cos()
             time.sleep(0.01)
         """)
-    # faulthandler: a run that does not end gets its stacks dumped by SIGABRT
+    # faulthandler: a run that does not end gets its stacks dumped by SIGABRT.
+    # SIGINT back to its default in the child, as in a terminal: under a shell
+    # that runs the tests in the background, SIGINT is ignored and Python (with
+    # or without graphdbg) keeps ignoring it.
     proc = subprocess.Popen([sys.executable, "-m", "graphdbg", "run", "-o", "loop.run", "loop.py"],
                             cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**ENV, "PYTHONFAULTHANDLER": "1"})
+                            text=True, env={**ENV, "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
