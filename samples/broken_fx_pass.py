@@ -4,9 +4,10 @@ The backend fuses ``h * torch.sigmoid(h)`` into one ``F.silu(h)`` before it
 hands the graph to the real backend. The pass has a classic bug: it inserts
 the new node at the *sigmoid's input* (``inserting_before(h)``) instead of at
 the multiply, so the silu node uses ``h`` before ``h`` is defined. FX only
-notices when the graph's code is regenerated, and says
-"Node silu referenced nonexistent value" -- no line of the pass, no line of
-the model; the program dies with BackendCompilerFailed.
+notices later, when the graph's code is regenerated ("Node silu referenced
+nonexistent value h", with aot_eager) or inductor lints it ("Argument 'h' of
+Node 'silu' was used before it has been defined") -- no line of the pass, no
+line of the model; the program dies with BackendCompilerFailed/InductorError.
 
 Expected graphdbg findings: a malformed_graph (use before definition) at the
 line of the pass that created the bad node, marked below, and the
