@@ -120,7 +120,7 @@ class BackendRecorder:
                     check = None
                     if _fingerprint(gm) != fingerprint:
                         check = self._check_graph(graph_id, gm, example_inputs, "after backend passes")
-                    session.backend_failure(graph_id, wrapper, exc, check)
+                    session.backend_failure(graph_id, wrapper, exc, check, gm)
                 except Exception as inner:
                     session.internal_error("compile-error mapper", inner)
             raise

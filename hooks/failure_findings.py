@@ -19,6 +19,7 @@ from graphdbg.sourcemap import Frame, is_internal
 from . import creation
 from .failures import (compiler_error, data_dependent_symbols, exception_chain,
                        explain_unsupported, failing_node, headline, last_traced_node,
+                       node_named_in,
                        raised_in_user_code, symbol_origins)
 from .frames import node_source, node_target
 
@@ -44,12 +45,16 @@ class FailureFindings:
             detail={"exception": type(exc).__name__,
                     "traceback": "".join(traceback.format_exception(exc))[-20000:]})
 
-    def backend_failure(self, graph_id: int, wrapper, exc: Exception, check=None) -> None:
+    def backend_failure(self, graph_id: int, wrapper, exc: Exception, check=None,
+                        gm=None) -> None:
         """A backend raised on a graph: name the node it was processing and the
-        user's line that made that node; when it names none and the graph the
-        backend was working on (``check``) is malformed, the broken node."""
+        user's line that made that node; else a node of ``gm`` its message
+        names; else, when the graph the backend was working on (``check``) is
+        malformed, the broken node."""
         w = self.writer
         node = failing_node(exc)
+        if node is None and gm is not None:
+            node = node_named_in(exc, gm.graph)
         if node is None and check is not None:
             node = next((p.fx_node for p in check.problems
                          if p.severity == "error" and p.fx_node is not None), None)

@@ -9,6 +9,8 @@ variable, inductor's ``GraphLowering.current_node``, an Interpreter's
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.fx
 
@@ -73,6 +75,20 @@ def raised_in_user_code(exc: BaseException):
     return None
 
 
+_NAMED_NODE = re.compile(r"\b[Nn]ode[: ]+['\"`%]?([A-Za-z_]\w*)")
+
+
+def node_named_in(exc: BaseException, graph: torch.fx.Graph) -> torch.fx.Node | None:
+    """A node of ``graph`` that the error's text names ("node 'tanh'",
+    "Node tanh_1"), for errors that carry a name but no node object."""
+    by_name = {n.name: n for n in graph.nodes if n.op not in ("placeholder", "output")}
+    for e in reversed(exception_chain(exc)):
+        for name in _NAMED_NODE.findall(str(e)):
+            if name in by_name:
+                return by_name[name]
+    return None
+
+
 def headline(exc: BaseException) -> str:
     """`Type: first line` of the innermost error, under the wrapper's name."""
     cc = compiler_error(exc)
@@ -132,7 +148,6 @@ def _symbols_of(value) -> set[str]:
 
 def data_dependent_symbols(exc: BaseException) -> list[str]:
     """The unbacked symbols (u0, u1...) a data-dependent error is about."""
-    import re
     for e in exception_chain(exc):
         cond = getattr(e, "cond", None)
         if cond is not None and hasattr(cond, "free_symbols"):

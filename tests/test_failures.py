@@ -107,3 +107,30 @@ def test_a_size_that_no_longer_fits_is_named_at_its_check(workdir):
     assert (d["kind"], d["line"], d["code"]) == ("runtime_error", 6, "torch._check(n <= 4)")
     assert "_assert_scalar" in d["op"] and "u0 <= 4" in d["message"]
     assert [f["line"] for f in d["stack"]] == [13, 6]
+
+
+NAMES_ONLY = '''\
+import torch
+
+def strict_backend(gm, example_inputs):
+    names = [n.name for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.tanh]
+    if names:
+        raise RuntimeError(f"strict_backend: unsupported op at node '{names[0]}'")
+    return gm.forward
+
+def f(x):
+    y = x * 2
+    z = torch.tanh(y)
+    return z + 1
+
+torch.compile(f, backend=strict_backend)(torch.ones(3))
+'''
+
+
+def test_backend_error_naming_a_node_by_name_only(workdir):
+    # no node object reachable from the traceback: the node the message names
+    plain, observed, doc = _both(workdir, NAMES_ONLY)
+    assert plain.returncode == observed.returncode == 1
+    (d,) = doc["diagnostics"]
+    assert (d["kind"], d["line"], d["code"], d["node"]) == ("compile_error", 11, "z = torch.tanh(y)", "z")
+    assert "unsupported op at node 'z'" in d["message"]
