@@ -151,12 +151,16 @@ CASES = [
                          ids=[c[1] for c in CASES])
 def test_each_malformation_is_named_at_its_node_and_pass_line(tmp_path, bad_pass, check, node, mark):
     from graphdbg.hooks.creation import created_at
+    hooked = (torch.fx.Graph.create_node, torch.export.export)
     with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
+        assert torch.fx.Graph.create_node is not hooked[0] and torch.export.export is not hooked[1]
         gm = traced()
         # nodes made by tracing the model stand for its lines: no pass made them
         assert [n.name for n in gm.graph.nodes if created_at(n)] == []
         bad_pass(gm)
         report = graphdbg.check_graph(gm, X)
+    # the session put torch's functions back as they were
+    assert (torch.fx.Graph.create_node, torch.export.export) == hooked
     problems = [p for p in report.problems if p["check"] == check]
     assert len(problems) == 1, report.problems
     (p,) = problems
@@ -278,3 +282,25 @@ def test_check_graph_inside_graphdbg_run_is_recorded(tmp_path):
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "malformed_graph"]
     assert (d["line"], d["node"], d["detail"]["check"]) == (5, "add_1", "arity")
     assert d["detail"]["created_by_pass"] and d["graph"] is None
+
+
+def test_a_pass_that_leaves_a_dangling_node_is_reported_after_the_backend(tmp_path):
+    # the backend works (the program runs), but its pass left a node behind
+    script = tmp_path / "p.py"
+    script.write_text(
+        "import torch\n"
+        "def leaky_backend(gm, example_inputs):\n"
+        "    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)\n"
+        "    with gm.graph.inserting_after(relu):\n"
+        "        gm.graph.call_function(torch.exp, (relu,))\n"
+        "    gm.recompile()\n"
+        "    return gm.forward\n"
+        "f = torch.compile(lambda x: torch.relu(x) * 2, backend=leaky_backend)\n"
+        "print(f(torch.ones(3)).tolist())\n")
+    proc = run_graphdbg("run", "-q", "-o", "p.run", script, cwd=tmp_path, check=True)
+    assert proc.stdout.strip() == "[2.0, 2.0, 2.0]"
+    doc = report_json("p.run", tmp_path)
+    (d,) = doc["diagnostics"]
+    assert (d["kind"], d["severity"], d["line"], d["detail"]["check"]) == (
+        "malformed_graph", "warning", 5, "dangling")
+    assert d["detail"]["stage"] == "after backend passes" and d["graph"] == 1
