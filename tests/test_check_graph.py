@@ -267,18 +267,23 @@ def test_well_formed_graphs_have_no_findings(dynamic):
     assert traced_report.problems == []
 
 
+def run_script(tmp_path, text: str) -> tuple[str, dict]:
+    """`graphdbg run` a script: its stdout and the report document."""
+    (tmp_path / "p.py").write_text(text)
+    proc = run_graphdbg("run", "-q", "-o", "p.run", "p.py", cwd=tmp_path, check=True)
+    return proc.stdout.strip(), report_json("p.run", tmp_path)
+
+
 def test_check_graph_inside_graphdbg_run_is_recorded(tmp_path):
-    script = tmp_path / "p.py"
-    script.write_text(
+    out, doc = run_script(
+        tmp_path,
         "import operator, torch, graphdbg\n"
         "gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)\n"
         "relu = next(n for n in gm.graph.nodes if n.target is torch.relu)\n"
         "with gm.graph.inserting_after(relu):\n"
         "    bad = gm.graph.call_function(operator.add, (relu, relu, relu))\n"
         "print(graphdbg.check_graph(gm, torch.randn(3)).ok)\n")
-    proc = run_graphdbg("run", "-q", "-o", "p.run", script, cwd=tmp_path, check=True)
-    assert proc.stdout.strip() == "False"
-    doc = report_json("p.run", tmp_path)
+    assert out == "False"
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "malformed_graph"]
     assert (d["line"], d["node"], d["detail"]["check"]) == (5, "add_1", "arity")
     assert d["detail"]["created_by_pass"] and d["graph"] is None
@@ -286,8 +291,8 @@ def test_check_graph_inside_graphdbg_run_is_recorded(tmp_path):
 
 def test_a_pass_that_leaves_a_dangling_node_is_reported_after_the_backend(tmp_path):
     # the backend works (the program runs), but its pass left a node behind
-    script = tmp_path / "p.py"
-    script.write_text(
+    out, doc = run_script(
+        tmp_path,
         "import torch\n"
         "def leaky_backend(gm, example_inputs):\n"
         "    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)\n"
@@ -297,9 +302,7 @@ def test_a_pass_that_leaves_a_dangling_node_is_reported_after_the_backend(tmp_pa
         "    return gm.forward\n"
         "f = torch.compile(lambda x: torch.relu(x) * 2, backend=leaky_backend)\n"
         "print(f(torch.ones(3)).tolist())\n")
-    proc = run_graphdbg("run", "-q", "-o", "p.run", script, cwd=tmp_path, check=True)
-    assert proc.stdout.strip() == "[2.0, 2.0, 2.0]"
-    doc = report_json("p.run", tmp_path)
+    assert out == "[2.0, 2.0, 2.0]"
     (d,) = doc["diagnostics"]
     assert (d["kind"], d["severity"], d["line"], d["detail"]["check"]) == (
         "malformed_graph", "warning", 5, "dangling")
