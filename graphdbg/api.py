@@ -98,19 +98,12 @@ class GraphCheckReport:
     """What `graphdbg.check_graph` found: one entry per broken node."""
 
     def __init__(self, check) -> None:
-        from .sourcemap import code_line, innermost_user, parse_traceback
+        from .sourcemap import code_line
         self.nodes_checked = check.checked
         self.unchecked = list(check.unchecked)
         self.problems: list[dict] = []
         for p in check.problems:
-            file = line = None
-            if p.stack_trace:
-                user = innermost_user([f for f, _ in parse_traceback(p.stack_trace)])
-                if user is not None:
-                    file, line = user.file, user.line
-            by_pass = file is None and p.created_at is not None
-            if by_pass:
-                file, line = p.created_at[0], p.created_at[1]
+            file, line, by_pass = p.site()
             self.problems.append({
                 "check": p.check, "severity": p.severity, "node": p.node, "target": p.target,
                 "message": p.message, "file": file, "line": line,

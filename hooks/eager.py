@@ -92,8 +92,8 @@ class EagerRecorder(TorchDispatchMode):
             kwargs = {}
         if (self.session._in_compiled or _fake_mode_set(_FAKE) is not None
                 or type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)):
-            # compiled work, or tracing on fake tensors (torch.export, a
-            # graph check): not the program's eager work
+            # compiled work, tracing on fake tensors (torch.export, a graph
+            # check), or a higher-order op (run whole): not recorded as eager ops
             return func(*args, **kwargs)
         node = _current_node()
         if node is not None and node.name().startswith("CompiledFunction"):

@@ -50,17 +50,18 @@ class GraphProblem:
     created_at: tuple[str, int, str] | None = None
     fx_node: torch.fx.Node | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def where(self) -> str:
-        """Where the node comes from, in words."""
+    def site(self) -> tuple[str | None, int | None, bool]:
+        """(file, line, made by a pass): the line of the user's pass that made
+        the node when known (a broken node is the pass's bug even when it
+        copied the replaced node's meta), else the node's ``stack_trace``."""
+        if self.created_at:
+            return self.created_at[0], self.created_at[1], True
         if self.stack_trace:
             from graphdbg.sourcemap import innermost_user, parse_traceback
             user = innermost_user([f for f, _ in parse_traceback(self.stack_trace)])
             if user is not None:
-                return f"{user.file}:{user.line}"
-        if self.created_at:
-            return f"{self.created_at[0]}:{self.created_at[1]} (created by a graph transformation)"
-        return "no source line (created by torch)"
+                return user.file, user.line, False
+        return None, None, False
 
 
 @dataclass

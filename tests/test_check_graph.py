@@ -212,6 +212,24 @@ def test_dead_code_in_the_users_model_is_not_a_malformed_graph():
     assert graphdbg.check_graph(gm, *inputs).problems == []
 
 
+def test_a_pass_that_copies_meta_is_still_named_at_its_own_line(tmp_path):
+    def f(x):
+        return torch.relu(x) + 1
+
+    with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
+        gm, inputs = dynamo_graph(f, torch.randn(3))
+        relu = find(gm, torch.relu)
+        with gm.graph.inserting_after(relu):
+            bad = gm.graph.call_function(operator.add, (relu, relu, relu))  # MARK copies-meta
+        bad.meta = dict(relu.meta)  # the usual idiom: same stack_trace as the node it replaces
+        report = graphdbg.check_graph(gm, *inputs)
+    (p,) = report.problems
+    assert (p["check"], p["line"], p["created_by_pass"]) == ("arity", line_of("MARK copies-meta"), True)
+    doc = report_json("c.run", tmp_path)
+    (d,) = doc["diagnostics"]
+    assert d["line"] == p["line"] and "It stands for" in d["hint"]
+
+
 def test_nodes_made_outside_a_capture_have_no_pass_line():
     gm = traced()
     pass_arity(gm)
