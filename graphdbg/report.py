@@ -116,6 +116,19 @@ def document(reader: RunReader, *, nodes: bool = True) -> dict:
 
 # -- rich rendering ------------------------------------------------------------------
 
+def _code_part(code: str) -> str:
+    """A line without its trailing comment: the caret goes under code only."""
+    import io
+    import tokenize
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT:
+                return code[:tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return code
+
+
 def _short(path: str | None) -> str:
     if not path:
         return "?"
@@ -197,7 +210,7 @@ def render(doc: dict, console) -> None:
             if d["code"]:
                 console.print(f"    [dim]{d['line']:>5} │[/] {escape(d['code'])}")
                 if d["kind"] in ("compile_error", "runtime_error", "malformed_graph"):
-                    console.print(f"    {'':>5}   [red]{'^' * len(d['code'])}[/]")
+                    console.print(f"    {'':>5}   [red]{'^' * len(_code_part(d['code']))}[/]")
             indented(escape(d['message']))
             detail = d.get("detail") or {}
             if d["kind"] == "divergence":
@@ -224,6 +237,7 @@ def render(doc: dict, console) -> None:
             t.add_row(str(g["id"]), g["compile_id"] or "-", escape(g["function"] or "?"),
                       escape(f"{_brief(g['file'])}:{g['line']}" if g["file"] else "?"),
                       escape(g["backend"] or "?"), str(g["n_nodes"]),
+                      "[red]failed[/]" if g.get("status") == "compile_error" else
                       f"{g['compile_time_s']:.2f} s" if g["compile_time_s"] else "-",
                       str(g["calls"]), _ms(mean))
         console.rule(f"Graphs ({len(doc['graphs'])})", align="left")

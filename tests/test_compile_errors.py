@@ -52,9 +52,17 @@ def assert_same_failure(plain, observed, exc_type: str) -> None:
 
 def assert_short_and_complete(doc: dict, workdir, kind: str = "compile_error") -> dict:
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == kind]
-    block = problem_block(graphdbg("report", "x.run", cwd=workdir, check=True).stdout, kind)
+    text = graphdbg("report", "x.run", cwd=workdir, check=True).stdout
+    block = problem_block(text, kind)
     assert len(block) <= 10, block
-    assert any(d["code"] in ln for ln in block) and any("^^^" in ln for ln in block)
+    assert any(d["code"] in ln for ln in block)
+    # the caret is under the code, not under a trailing comment
+    (carets,) = [ln.strip() for ln in block if ln.strip().startswith("^")]
+    assert len(carets) == len(d["code"].split("  #")[0].rstrip())
+    # a graph whose backend failed says so in the graphs table
+    for g in doc["graphs"]:
+        if g["status"] == "compile_error":
+            assert re.search(rf"^\s+{g['id']}\s.*\bfailed\b", text, re.M), text
     # the full text stays in the run file: torch's message and the traceback
     assert d["reason"] and d["detail"]["traceback"].startswith("Traceback")
     assert d["reason"].splitlines()[0] in d["detail"]["traceback"]
