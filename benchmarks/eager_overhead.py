@@ -55,6 +55,7 @@ def timed(fn, reps: int) -> float:
 
 def measure(name: str, fn, tier: str, rounds: int, reps: int, warm: bool = False) -> dict:
     from graphdbg.hooks import CaptureSession
+    from graphdbg.options import CaptureOptions
     from graphdbg.runfile import RunWriter
 
     fn()  # warm up
@@ -62,10 +63,10 @@ def measure(name: str, fn, tier: str, rounds: int, reps: int, warm: bool = False
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             plain = timed(fn, reps)
-            session = CaptureSession(RunWriter(str(Path(tmp) / f"{name}{r}.run")), values=tier,
-                                     max_ops=10_000_000)
+            session = CaptureSession(RunWriter(str(Path(tmp) / f"{name}{r}.run")),
+                                     CaptureOptions(values=tier, max_ops=10_000_000))
             session.start()
-            mode = session.eager_mode
+            mode = session.ctx.eager_mode
             try:
                 if warm:  # steady state: first-call interning and naming done
                     fn()

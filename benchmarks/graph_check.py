@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--inductor", action="store_true", help="also compare with one inductor compile")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from graphdbg.hooks.graphcheck import check_graph
+    from graphdbg.hooks.lint import lint_graph as check_graph
 
     print(f"{'workload':<12}{'nodes':>7}{'check':>10}{'aot_eager':>11}{'ratio':>8}"
           + (f"{'inductor':>11}{'ratio':>8}" if args.inductor else ""))

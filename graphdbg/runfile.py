@@ -21,13 +21,10 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from .errors import GraphdbgError
+from .schema import FORMAT, SCHEMA_VERSION  # shared with the reader
 from .sourcemap import Frame, code_line, is_internal
-
-FORMAT = "graphdbg-run"
-SCHEMA_VERSION = 1
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -94,7 +91,6 @@ DIAG_COLUMNS = ("id", "key", "kind", "severity", "message", "reason", "hint",
 
 DIAGNOSTIC_KINDS = ("graph_break", "recompile", "compile_error",
                     "malformed_graph", "divergence", "nan_inf", "runtime_error")
-SEVERITIES = ("error", "warning", "info")
 
 
 def dumps(value: Any) -> str:
@@ -120,8 +116,10 @@ class RunWriter:
         self._rows: dict[str, list[tuple]] = {t: [] for t in COLUMNS}
         self._pending = 0
         self._frames: dict[tuple, int] = {}
+        self._frame_keys: list[tuple] = []     # by id - 1
         self._new_frames: list[tuple] = []
         self._stacks: dict[tuple, int] = {}
+        self._stack_keys: list[tuple] = []     # by id - 1
         self._new_stacks: list[tuple] = []
         self._graphs: dict[int, dict] = {}
         self._dirty_graphs: set[int] = set()
@@ -151,6 +149,7 @@ class RunWriter:
                 if fid is None:
                     fid = len(self._frames) + 1
                     self._frames[key] = fid
+                    self._frame_keys.append(key)
                     if code is None:
                         code = code_line(file, line)
                     self._new_frames.append(
@@ -173,21 +172,22 @@ class RunWriter:
                 if sid is None:
                     sid = len(self._stacks) + 1
                     self._stacks[ids] = sid
+                    self._stack_keys.append(ids)
                     self._new_stacks.append((sid, dumps(list(ids))))
         return sid
 
     def frame(self, fid: int) -> dict | None:
-        """file, line, function and code of an interned frame (a scan)."""
-        key = next((k for k, v in self._frames.items() if v == fid), None)
-        if key is None:
+        """file, line, function and code of an interned frame."""
+        if not 0 < fid <= len(self._frame_keys):
             return None
-        return {"file": key[0], "line": key[1], "function": key[2], "code": code_line(key[0], key[1])}
+        file, line, function = self._frame_keys[fid - 1]
+        return {"file": file, "line": line, "function": function, "code": code_line(file, line)}
 
     def stack_frames(self, sid: int) -> list[tuple[str, int, str]]:
-        """The frames of an interned stack, outermost first (rarely used: a scan)."""
-        ids = next((k for k, v in self._stacks.items() if v == sid), ())
-        by_id = {v: k for k, v in self._frames.items()}
-        return [by_id[i] for i in ids if i in by_id]
+        """The frames of an interned stack, outermost first."""
+        if not 0 < sid <= len(self._stack_keys):
+            return []
+        return [self._frame_keys[i - 1] for i in self._stack_keys[sid - 1]]
 
     # -- rows ------------------------------------------------------------
     def add(self, table: str, row: tuple) -> None:
@@ -218,18 +218,12 @@ class RunWriter:
             self._dirty_graphs.add(graph_id)
         self.maybe_flush()
 
-    def graph(self, graph_id: int) -> dict:
-        return self._graphs[graph_id]
-
-    def graphs_for_compile(self, compile_id: str) -> list[dict]:
-        return [g for g in self._graphs.values() if g.get("compile_id") == compile_id]
-
     def diagnostic(self, key: str, *, kind: str, severity: str, message: str,
                    reason: str | None = None, hint: str | None = None,
                    user_frame: int | None = None, stack: int | None = None,
                    graph_id: int | None = None, node: str | None = None,
                    op: str | None = None, compile_id: str | None = None,
-                   detail: Any = None) -> dict:
+                   detail: Any = None) -> None:
         """Record a finding; a repeat of the same key only counts up."""
         if kind not in DIAGNOSTIC_KINDS:
             raise ValueError(kind)
@@ -247,12 +241,6 @@ class RunWriter:
                 row["compile_ids"].append(compile_id)
             self._dirty_diags.add(key)
         self.maybe_flush()
-        return row
-
-    def diagnostic_row(self, key: str) -> dict | None:
-        with self._lock:
-            row = self._diags.get(key)
-            return dict(row) if row is not None else None
 
     def update_diagnostic(self, key: str, **fields: Any) -> None:
         """Change fields of a recorded finding (written at the next flush)."""
@@ -356,86 +344,10 @@ class RunWriter:
         self.closed = True
 
 
-class RunReader:
-    """Read-only access to a run file. Raises GraphdbgError for anything that is
-    not a readable graphdbg run (missing, foreign, corrupt, too new)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        if not os.path.exists(path):
-            raise GraphdbgError(f"no such run file: {path}")
-        if os.path.isdir(path):
-            raise GraphdbgError(f"{path} is a directory, not a run file")
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-        if head != b"SQLite format 3\x00":
-            raise GraphdbgError(f"{path} is not a graphdbg run file")
-        try:
-            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            self._db.row_factory = sqlite3.Row
-            rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.DatabaseError as exc:
-            raise GraphdbgError(f"{path} is not a readable graphdbg run file ({exc})") from None
-        self.meta = {k: json.loads(v) for k, v in rows.items()}
-        if self.meta.get("format") != FORMAT:
-            raise GraphdbgError(f"{path} is not a graphdbg run file")
-        version = self.meta.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise GraphdbgError(
-                f"{path} has run-file schema {version}; this graphdbg reads up to {SCHEMA_VERSION}")
-        self._frames: dict[int, dict] | None = None
-
-    def query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-        try:
-            return self._db.execute(sql, args).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise GraphdbgError(f"{self.path} is damaged ({exc})") from None
-
-    def iter_query(self, sql: str, args: tuple = ()) -> Iterator[sqlite3.Row]:
-        try:
-            yield from self._db.execute(sql, args)
-        except sqlite3.DatabaseError as exc:
-            raise GraphdbgError(f"{self.path} is damaged ({exc})") from None
-
-    def frame(self, frame_id: int | None) -> dict | None:
-        if frame_id is None:
-            return None
-        if self._frames is None:
-            self._frames = {r["id"]: dict(r) for r in self.query("SELECT * FROM frames")}
-        return self._frames.get(frame_id)
-
-    def stack(self, stack_id: int | None) -> list[dict]:
-        if stack_id is None:
-            return []
-        rows = self.query("SELECT frames FROM stacks WHERE id=?", (stack_id,))
-        if not rows:
-            return []
-        return [f for f in (self.frame(i) for i in json.loads(rows[0]["frames"])) if f]
-
-    def graphs(self) -> list[dict]:
-        return [dict(r) for r in self.query("SELECT * FROM graphs ORDER BY id")]
-
-    def nodes(self, graph_id: int) -> list[dict]:
-        out = []
-        for r in self.query("SELECT * FROM nodes WHERE graph_id=? ORDER BY idx", (graph_id,)):
-            d = dict(r)
-            for k in ("shapes", "dtypes"):
-                d[k] = json.loads(d[k]) if d[k] else None
-            out.append(d)
-        return out
-
-    def diagnostics(self) -> list[dict]:
-        out = []
-        for r in self.query("SELECT * FROM diagnostics ORDER BY id"):
-            d = dict(r)
-            d["compile_ids"] = json.loads(d["compile_ids"] or "[]")
-            d["detail"] = json.loads(d["detail"]) if d["detail"] else None
-            out.append(d)
-        return out
-
-    def source(self, file: str) -> str | None:
-        rows = self.query("SELECT text FROM sources WHERE file=?", (file,))
-        return rows[0]["text"] if rows else None
-
-    def count(self, table: str) -> int:
-        return self.query(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"]
+def __getattr__(name: str):
+    # RunReader moved to graphdbg.query (the read side); imported lazily as
+    # query imports this module.
+    if name == "RunReader":
+        from .query import RunReader
+        return RunReader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

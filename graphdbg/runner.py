@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import runpy
@@ -12,6 +13,7 @@ import time
 import traceback
 
 from .errors import GraphdbgError
+from .options import CaptureOptions
 
 
 def default_output(target: str, module: bool) -> str:
@@ -60,10 +62,11 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def run_program(target: str, args: list[str], *, module: bool = False,
-                output: str | None = None, values: str = "stats", quiet: bool = False,
-                eager: bool = True, max_ops: int = 200_000, keep: str | None = None,
-                tensor_budget: int = 64 * 2**20, compare: dict | None = None,
-                stance: str | None = None) -> int:
+                output: str | None = None, options: CaptureOptions | None = None,
+                quiet: bool = False, stance: str | None = None) -> int:
+    """Run ``target`` as ``python [-m] target args`` would, captured with
+    ``options``; returns the program's exit status."""
+    options = options or CaptureOptions()
     _check_target(target, module)
     output = output or default_output(target, module)
     out_dir = os.path.dirname(os.path.abspath(output))
@@ -84,9 +87,9 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     writer.set_meta(argv=(["-m"] if module else []) + argv, cwd=os.getcwd(),
                     target=os.path.abspath(target) if not module else target,
                     module=module, graphdbg=__version__)
-    session = CaptureSession(writer, values=values, eager=eager, max_ops=max_ops,
-                             progress=not quiet and sys.stderr.isatty(), keep=keep,
-                             tensor_budget=tensor_budget, **(compare or {}))
+    if not quiet and sys.stderr.isatty():
+        options = dataclasses.replace(options, progress=True)
+    session = CaptureSession(writer, options)
 
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = argv[:]

@@ -114,9 +114,17 @@ def original_function(co_name: str) -> tuple[str, int | None]:
     return co_name, None
 
 
-def user_frames(frames: list[Frame]) -> list[Frame]:
-    """Drop internal frames, keep order (outermost first)."""
-    return [f for f in frames if not is_internal(f.file)]
+def user_frames(frames) -> list[Frame]:
+    """The frames outside torch, graphdbg and the runtime, in order (outermost
+    first); takes `Frame`s or `traceback.FrameSummary`s."""
+    out = []
+    for f in frames:
+        if isinstance(f, Frame):
+            if not is_internal(f.file):
+                out.append(f)
+        elif not is_internal(f.filename):
+            out.append(Frame(f.filename, f.lineno or 0, f.name))
+    return out
 
 
 def innermost_user(frames: list[Frame]) -> Frame | None:

@@ -17,19 +17,19 @@ import copy
 import functools
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
 from graphdbg.runfile import dumps
 
-from . import creation, graphcheck, tensorstats
-from .compare import GraphChecker
+from . import creation, lint, tensorstats
+from .context import CaptureContext
+from .divergence import DivergenceChecker
+from .findings import Findings
 from .frames import node_source, node_target
-
-if TYPE_CHECKING:
-    from .session import CaptureSession
+from .tensors import TensorKeeper
 
 _perf_ns = time.perf_counter_ns
 
@@ -57,9 +57,15 @@ def _fingerprint(gm) -> tuple:
     return tuple((id(n), n.target, tuple(id(a) for a in n.all_input_nodes)) for n in gm.graph.nodes)
 
 
+def _backend_name(wrapper) -> str:
+    return str(getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None))
+
+
 class BackendRecorder:
-    def __init__(self, session: "CaptureSession") -> None:
-        self.session = session
+    def __init__(self, ctx: CaptureContext, findings: Findings, keeper: TensorKeeper) -> None:
+        self.ctx = ctx
+        self.findings = findings
+        self.keeper = keeper
         self._orig: Callable | None = None
 
     def install(self) -> None:
@@ -81,16 +87,17 @@ class BackendRecorder:
 
     # -- compile time ---------------------------------------------------------
     def compile(self, orig, wrapper, gm, example_inputs, kwargs):
-        session = self.session
-        if not session.active:
+        ctx = self.ctx
+        if not ctx.active:
             return orig(wrapper, gm, example_inputs, **kwargs)
-        graph_id = session.new_graph_id()
+        graph = ctx.new_graph()
+        graph_id = graph.id
         try:
-            self._record_graph(graph_id, wrapper, gm, example_inputs)
+            self._record_graph(graph, wrapper, gm, example_inputs)
         except Exception as exc:
-            session.internal_error("graph recorder", exc)
+            ctx.internal_error("graph recorder", exc)
         checker = None
-        if session.compare:
+        if ctx.options.compare:
             try:
                 # the reference must be the graph as Dynamo made it: backends may
                 # rewrite the graph they are given
@@ -99,62 +106,60 @@ class BackendRecorder:
                 def compile_user(g, inputs, _orig=orig, _w=wrapper, _kw=kwargs):
                     return _orig(_w, g, inputs, **_kw)
 
-                checker = GraphChecker(session, graph_id, untouched, compile_user)
+                checker = DivergenceChecker(ctx, self.findings, graph_id, untouched, compile_user,
+                                            graph.backend or "")
             except Exception as exc:
-                session.internal_error("graph checker", exc)
-        self._check_graph(graph_id, gm, example_inputs, "dynamo graph")
+                ctx.internal_error("graph checker", exc)
+        self._lint(graph_id, gm, example_inputs, "dynamo graph")
         fingerprint = _fingerprint(gm)
-        session.progress.update(
+        ctx.progress.update(
             f"graphdbg: compiling graph {graph_id} ({len(gm.graph.nodes)} nodes) with "
             f"{getattr(wrapper, '_compiler_name', None) or getattr(wrapper, '__name__', 'backend')}")
         t0 = time.perf_counter()
         try:
             compiled = orig(wrapper, gm, example_inputs, **kwargs)
         except BaseException as exc:
-            session.writer.put_graph(graph_id, status="compile_error",
-                                     backend_time_s=time.perf_counter() - t0,
-                                     error=f"{type(exc).__name__}: {exc}"[:20000])
+            ctx.writer.put_graph(graph_id, status="compile_error",
+                                 backend_time_s=time.perf_counter() - t0,
+                                 error=f"{type(exc).__name__}: {exc}"[:20000])
             if isinstance(exc, Exception):
                 try:
                     # a pass inside the backend may have broken the graph it was given
                     check = None
                     if _fingerprint(gm) != fingerprint:
-                        check = self._check_graph(graph_id, gm, example_inputs, "after backend passes")
-                    session.backend_failure(graph_id, wrapper, exc, check, gm)
+                        check = self._lint(graph_id, gm, example_inputs, "after backend passes")
+                    self.findings.backend_failure(graph_id, wrapper, exc, check, gm)
                 except Exception as inner:
-                    session.internal_error("compile-error mapper", inner)
+                    ctx.internal_error("compile-error mapper", inner)
             raise
-        session.writer.put_graph(graph_id, status="compiled",
-                                 backend_time_s=time.perf_counter() - t0)
+        ctx.writer.put_graph(graph_id, status="compiled", backend_time_s=time.perf_counter() - t0)
         if _fingerprint(gm) != fingerprint and any(creation.created_at(n) for n in gm.graph.nodes):
             # the user's own pass rewrote the graph and the backend took it
-            self._check_graph(graph_id, gm, example_inputs, "after backend passes")
+            self._lint(graph_id, gm, example_inputs, "after backend passes")
         return self._wrap_compiled(compiled, graph_id, checker)
 
-    def _check_graph(self, graph_id: int, gm, example_inputs, stage: str):
+    def _lint(self, graph_id: int, gm, example_inputs, stage: str):
         """Malformed-graph check (fake tensors only), recorded as findings."""
-        session = self.session
-        if not session.check_graphs:
+        ctx = self.ctx
+        if not ctx.options.check_graphs:
             return None
-        token = session.enter_compiled()  # its fake ops are not the program's eager work
-        session.checking = True
-        try:
-            result = graphcheck.check_graph(
-                gm, example_inputs, dangling="none" if stage == "dynamo graph" else "created")
-            session.malformed_graph(graph_id, result, stage)
-            return result
-        except Exception as exc:
-            session.internal_error("graph check", exc)
-            return None
-        finally:
-            session.checking = False
-            session.exit_compiled(token)
+        with ctx.own_work():  # its fake ops and compiles are not the program's
+            try:
+                result = lint.lint_graph(
+                    gm, example_inputs, dangling="none" if stage == "dynamo graph" else "created")
+                self.findings.malformed_graph(graph_id, result, stage)
+                return result
+            except Exception as exc:
+                ctx.internal_error("graph check", exc)
+                return None
 
-    def _record_graph(self, graph_id: int, wrapper, gm: torch.fx.GraphModule,
+    def _record_graph(self, graph, wrapper, gm: torch.fx.GraphModule,
                       example_inputs: list) -> None:
-        w = self.session.writer
+        w = self.ctx.writer
+        graph_id = graph.id
         cid = torch._guards.CompileContext.current_compile_id()
-        backend = getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None)
+        graph.compile_id = str(cid) if cid is not None else None
+        graph.backend = _backend_name(wrapper)
         n_ops = 0
         for idx, node in enumerate(gm.graph.nodes):
             if node.op in ("call_function", "call_method", "call_module"):
@@ -169,10 +174,9 @@ class BackendRecorder:
             code = gm.code
         except Exception:
             code = None
-        w.put_graph(graph_id, compile_id=str(cid) if cid is not None else None,
-                    backend=str(backend), n_nodes=len(gm.graph.nodes), n_ops=n_ops,
-                    n_inputs=len(example_inputs), status="compiling", graph_code=code,
-                    created_seq=self.session.next_seq())
+        w.put_graph(graph_id, compile_id=graph.compile_id, backend=graph.backend,
+                    n_nodes=len(gm.graph.nodes), n_ops=n_ops, n_inputs=len(example_inputs),
+                    status="compiling", graph_code=code, created_seq=self.ctx.next_seq())
 
     # -- run time ---------------------------------------------------------------
     def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:
@@ -192,39 +196,52 @@ class BackendRecorder:
 
     def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict,
              checker=None):
-        session = self.session
-        token = session.enter_compiled()
-        try:
+        ctx = self.ctx
+        with ctx.compiled_code():
             call_idx = next(counter)
             snapshot = None
-            if checker is not None and session.active and checker.wants(call_idx):
+            if checker is not None and ctx.active and checker.wants(call_idx):
                 try:
                     snapshot = checker.before_call(args)
                 except Exception as exc:
-                    session.internal_error("eager check", exc)
+                    ctx.internal_error("eager check", exc)
             t0 = _perf_ns()
             try:
                 out = fn(*args, **kwargs)
             except Exception as exc:
                 if checker is not None:
-                    try:
-                        checker.locate_failure(call_idx, args, exc)
-                    except Exception as inner:
-                        session.internal_error("runtime-error mapper", inner)
+                    with ctx.own_work():
+                        try:
+                            checker.locate_failure(call_idx, args, exc)
+                        except Exception as inner:
+                            ctx.internal_error("runtime-error mapper", inner)
                 raise
             dt = _perf_ns() - t0
             try:  # still inside: the summaries' own ops are not eager work
-                session.record_call(graph_id, call_idx, dt, out)
+                self._record_call(graph_id, call_idx, dt, out)
             except Exception as exc:
-                session.internal_error("call recorder", exc)
+                ctx.internal_error("call recorder", exc)
             if snapshot is not None:
-                session.checking = True
-                try:
-                    checker.after_call(call_idx, snapshot, args, out, fn)
-                except Exception as exc:
-                    session.internal_error("eager check", exc)
-                finally:
-                    session.checking = False
-        finally:
-            session.exit_compiled(token)
+                with ctx.own_work():
+                    try:
+                        checker.after_call(call_idx, snapshot, args, out, fn)
+                    except Exception as exc:
+                        ctx.internal_error("eager check", exc)
         return out
+
+    def _record_call(self, graph_id: int, call_idx: int, wall_ns: int, out: Any) -> None:
+        ctx = self.ctx
+        if not ctx.active:
+            return
+        values = ctx.options.values
+        outputs = []
+        tensors = tensorstats.flat_tensors(out)
+        for t in tensors:
+            shape, dtype = tensorstats.describe(t)
+            outputs.append({"shape": shape, "dtype": dtype,
+                            "stats": tensorstats.summarize(t, values)})
+        seq = ctx.next_seq()
+        ctx.writer.add("calls", (seq, graph_id, call_idx, wall_ns, dumps(outputs)))
+        if values == "full" and call_idx < 4:
+            self.keeper.keep(f"call:{seq}", tensors,
+                             f"{ctx.graphs[graph_id].code_name or ''} graph {graph_id}")

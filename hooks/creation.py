@@ -62,8 +62,12 @@ def _creator() -> tuple[str, int, str] | None:
     return None
 
 
+_installs = 0  # nested captures share the one wrapper
+
+
 def install() -> None:
-    global _orig_create_node
+    global _orig_create_node, _installs
+    _installs += 1
     if _orig_create_node is not None:
         return
     orig = _orig_create_node = torch.fx.Graph.create_node
@@ -83,7 +87,9 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    global _orig_create_node
-    if _orig_create_node is not None:
+    """Undo one `install`; the wrapper goes when the outermost capture ends."""
+    global _orig_create_node, _installs
+    _installs = max(0, _installs - 1)
+    if _installs == 0 and _orig_create_node is not None:
         torch.fx.Graph.create_node = _orig_create_node
         _orig_create_node = None

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch._dynamo
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import tensorstats
+from .context import CaptureContext
 from .frames import ModuleNames, StackWalker
-
-if TYPE_CHECKING:
-    from .session import CaptureSession
+from .tensors import TensorKeeper
 
 _current_node = torch._C._current_autograd_node
 _sequence_nr = torch._C._autograd._get_sequence_nr
@@ -69,12 +68,13 @@ class EagerRecorder(TorchDispatchMode):
     # backward that contains one) raises under the mode: they pass through.
     supports_higher_order_operators = True
 
-    def __init__(self, session: "CaptureSession") -> None:
+    def __init__(self, ctx: CaptureContext, keeper: TensorKeeper) -> None:
         super().__init__()
-        self.session = session
-        self.writer = session.writer
-        self.tier = session.values
-        self.max_rows = session.max_ops
+        self.ctx = ctx
+        self.keeper = keeper
+        self.writer = ctx.writer
+        self.tier = ctx.options.values
+        self.max_rows = ctx.options.max_ops
         self.rows = 0
         self.modules = ModuleNames()
         self.walker = StackWalker()
@@ -90,7 +90,7 @@ class EagerRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if (self.session._in_compiled or _fake_mode_set(_FAKE) is not None
+        if (self.ctx.eager_paused or _fake_mode_set(_FAKE) is not None
                 or type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)):
             # compiled work, tracing on fake tensors (torch.export, a graph
             # check), or a higher-order op (run whole): not recorded as eager ops
@@ -104,7 +104,7 @@ class EagerRecorder(TorchDispatchMode):
             try:
                 info = self._op_info(func)
             except Exception as exc:  # never break the user's program
-                self.session.internal_error("eager recorder", exc)
+                self.ctx.internal_error("eager recorder", exc)
                 return func(*args, **kwargs)
         t0 = _perf_ns()
         out = info[3](*args, **kwargs)
@@ -112,7 +112,7 @@ class EagerRecorder(TorchDispatchMode):
         try:
             self._record(info, out, dt, node)
         except Exception as exc:  # never break the user's program
-            self.session.internal_error("eager recorder", exc)
+            self.ctx.internal_error("eager recorder", exc)
         return out
 
     def _op_info(self, func) -> tuple[Any, str, bool, Any]:
@@ -159,7 +159,7 @@ class EagerRecorder(TorchDispatchMode):
                 node._sequence_nr(), (None, None, None, None))
         w.add_op_summary(name, phase, user, mpath, dt)
         if self.rows >= self.max_rows:
-            self.session.ops_dropped += 1
+            self.ctx.drop_op()
             return
         self.rows += 1
         tier = self.tier
@@ -176,10 +176,10 @@ class EagerRecorder(TorchDispatchMode):
             shapes = "[" + ",".join([d[0] for d in described]) + "]"
             dtypes = "[" + ",".join([d[1] for d in described]) + "]"
             stats = _stats_json([_summarize(t, tier) for t in tensors]) if want_stats else None
-        seq_no = self.session.next_seq()
+        seq_no = self.ctx.next_seq()
         w.add("ops", (seq_no, name, phase, shapes, dtypes, stats, dt, user, stack, mpath, mcls))
         if tier == "full":
-            self.session.keep_tensors(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
+            self.keeper.keep(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
 
 
 def _disable_dynamo_on_dispatch() -> None:
@@ -198,7 +198,3 @@ def _disable_dynamo_on_dispatch() -> None:
 
 
 _disable_dynamo_on_dispatch()
-
-
-def our_mode_on_top(mode: EagerRecorder | None) -> bool:
-    return mode is not None and _get_current_dispatch_mode() is mode

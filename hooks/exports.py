@@ -9,35 +9,35 @@ wrapper re-raises the very same exception.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 import torch.export
 
-if TYPE_CHECKING:
-    from .session import CaptureSession
+from .context import CaptureContext
+from .findings import Findings
 
 
 class ExportRecorder:
-    def __init__(self, session: "CaptureSession") -> None:
-        self.session = session
+    def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
+        self.ctx = ctx
+        self.findings = findings
         self._orig = None
 
     def install(self) -> None:
         if self._orig is not None:
             return
         orig = self._orig = torch.export.export
-        session = self.session
+        ctx, findings = self.ctx, self.findings
 
         @functools.wraps(orig)
         def export(*args, **kwargs):
             try:
                 return orig(*args, **kwargs)
             except Exception as exc:
-                if session.active:
+                if ctx.active:
                     try:
-                        session.export_failure(exc, strict=bool(kwargs.get("strict", False)))
+                        findings.export_failure(exc, strict=bool(kwargs.get("strict", False)))
                     except Exception as inner:
-                        session.internal_error("export-error mapper", inner)
+                        ctx.internal_error("export-error mapper", inner)
                 raise
 
         export._graphdbg_hook = True

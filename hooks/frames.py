@@ -7,7 +7,6 @@ Used per eager op, so it walks frames directly instead of building
 
 from __future__ import annotations
 
-import sys
 import weakref
 from types import FrameType
 
@@ -16,28 +15,8 @@ import torch
 from graphdbg.sourcemap import innermost_user, is_internal, parse_traceback
 
 _CALL_IMPL = torch.nn.Module._call_impl.__code__
-_CALL_IMPL_CODES = {_CALL_IMPL}
 _WRAPPED_CALL_IMPL = torch.nn.Module._wrapped_call_impl.__code__
 MAX_USER_FRAMES = 24
-
-
-def current_stack(skip: int = 2) -> tuple[list[tuple[str, int, str]], list[torch.nn.Module]]:
-    """User frames (outermost first) and active modules (outermost first)."""
-    frames: list[tuple[str, int, str]] = []
-    modules: list[torch.nn.Module] = []
-    f: FrameType | None = sys._getframe(skip)
-    while f is not None:
-        code = f.f_code
-        if code in _CALL_IMPL_CODES:
-            m = f.f_locals.get("self")
-            if m is not None:
-                modules.append(m)
-        elif not is_internal(code.co_filename) and len(frames) < MAX_USER_FRAMES:
-            frames.append((code.co_filename, f.f_lineno, code.co_name))
-        f = f.f_back
-    frames.reverse()
-    modules.reverse()
-    return frames, modules
 
 
 def _module_of(f: FrameType) -> torch.nn.Module | None:
@@ -51,7 +30,7 @@ def _module_of(f: FrameType) -> torch.nn.Module | None:
 
 
 class StackWalker:
-    """``current_stack`` for the per-op hot path.
+    """The user frames and running module of the program, for the per-op hot path.
 
     Per code object it remembers whether the code is internal (False),
     ``Module._call_impl`` (True) or user code (a dict: instruction offset ->

@@ -25,7 +25,6 @@ class CompileProgress:
         self.enabled = enabled
         self._status = None
         self._line = _Line()
-        self.compiles = 0
 
     def begin(self, text: str) -> None:
         if not self.enabled:
@@ -58,7 +57,6 @@ class CompileProgress:
                 self._status.stop()
             finally:
                 self._status = None
-                self.compiles += 1
 
 
 class BisectProgress:

@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import torch
 
-TIERS = ("none", "health", "stats", "full")
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -94,7 +93,7 @@ def describe_json(t: torch.Tensor) -> tuple[str, str, str, str]:
 
 # -- value summaries ---------------------------------------------------------------
 
-def _plain(t: Any) -> bool:
+def is_plain(t: Any) -> bool:
     # Only dense, real tensors: subclasses (FakeTensor, DTensor, functional
     # wrappers) and meta tensors have no values to read.
     return (type(t) is torch.Tensor or type(t) is torch.nn.Parameter) and \

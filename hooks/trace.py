@@ -18,15 +18,15 @@ import os
 import re
 import sys
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch._logging._internal as torch_logging
 
 from graphdbg.runfile import dumps
-from graphdbg.sourcemap import Frame, innermost_user, is_internal, original_function, parse_traceback
+from graphdbg.sourcemap import Frame, is_internal, original_function, parse_traceback, user_frames
 
-if TYPE_CHECKING:
-    from .session import CaptureSession
+from .context import CaptureContext
+from .findings import Findings
 
 # Kept in the run file's events table (others are dropped: chromium timing
 # events, fake-tensor descriptions and bytecode dumps are bulky and not used).
@@ -87,47 +87,21 @@ def parse_graph_break(payload: str) -> dict:
             "explanation": explanation}
 
 
-def _guard_text(reason: str) -> str:
-    """First line of a guard-failure reason, without its "0/0: " cache-entry
-    prefix and the trailing "# code  # file:line" comment."""
-    line = re.sub(r"^\d+/\d+: ", "", reason.strip().splitlines()[0] if reason.strip() else "")
-    line = re.split(r"\s{2,}#", line)[0].strip()
-    line = re.sub(r"\._modules\['([^']+)'\]", r".\1", line)  # blocks.0.drop, as the user writes it
-    if not line.startswith(("tensor ", "type of", "id of", "len of")) and "mismatch" not in line:
-        line = f"guard failed: {line}"
-    return line
-
-
-def _recompile_hint(guard: str) -> str:
-    if "size mismatch" in guard or "stride mismatch" in guard:
-        return ("An input's shape changed. If it keeps changing, mark that dimension "
-                "dynamic (torch._dynamo.mark_dynamic) or compile with dynamic=True.")
-    if ".training" in guard:
-        return ("A module switched between train() and eval(). One compile per mode is "
-                "expected; many modules toggling means many recompiles.")
-    if "dtype" in guard or "device" in guard or "requires_grad" in guard:
-        return "An input's dtype, device or requires_grad changed between calls."
-    if "==" in guard:
-        return ("A Python value the graph was specialised on changed. Pass it as a "
-                "tensor, or keep it constant across calls.")
-    return "A guard on the compiled code failed for this call (see the reason)."
-
-
 class TraceHandler(logging.Handler):
-    def __init__(self, session: "CaptureSession") -> None:
+    def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
         super().__init__(level=logging.DEBUG)
-        self.session = session
+        self.ctx = ctx
+        self.findings = findings
         self._strings: dict[int, str] = {}
-        self._metrics_code: dict[str, tuple[str, str, int]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        session = self.session
-        if not session.active or session.checking:  # our own check compiles are not the program's
+        ctx = self.ctx
+        if not ctx.active or ctx.in_own_work:  # graphdbg's own compiles are not the program's
             return
         try:
             self._handle(getattr(record, "metadata", {}) or {}, getattr(record, "payload", None))
         except Exception as exc:
-            session.internal_error("trace handler", exc)
+            ctx.internal_error("trace handler", exc)
 
     def _handle(self, md: dict, payload: str | None) -> None:
         names = [k for k in md if k not in ("frame_id", "frame_compile_id", "attempt",
@@ -144,11 +118,10 @@ class TraceHandler(logging.Handler):
         if name == "artifact":
             key = f"artifact:{md['artifact'].get('name')}"
         cid = _compile_id(md)
-        session = self.session
+        ctx = self.ctx
         if key in _KEEP:
             text = payload if payload is None or len(payload) <= _MAX_PAYLOAD else payload[:_MAX_PAYLOAD]
-            session.writer.add("events", (session.next_seq(), session.now(), key, cid,
-                                          dumps(md), text))
+            ctx.writer.add("events", (ctx.next_seq(), ctx.now(), key, cid, dumps(md), text))
         if key == "dynamo_start":
             self._progress_start(md["dynamo_start"].get("stack") or [], cid)
         if key == "artifact:dynamo_graph_break_reason" and payload:
@@ -159,7 +132,7 @@ class TraceHandler(logging.Handler):
             self._metrics(md["compilation_metrics"], cid)
 
     def _progress_start(self, stack: list, cid: str | None) -> None:
-        progress = self.session.progress
+        progress = self.ctx.progress
         if not progress.enabled or not stack:
             return
         top = stack[-1]
@@ -170,29 +143,8 @@ class TraceHandler(logging.Handler):
 
     # -- graph breaks -------------------------------------------------------------
     def _graph_break(self, payload: str, cid: str | None) -> None:
-        info = parse_graph_break(payload)
-        w = self.session.writer
-        kept = [(f, c) for f, c in info["frames"] if not is_internal(f.file)]
-        frames = [f for f, _ in kept]
-        codes = [c for _, c in kept]
-        stack = w.stack_id(frames, codes)
-        user = innermost_user(frames)
-        user_id = None
-        if user is not None:
-            code = codes[frames.index(user)]
-            user_id = w.frame_id(user.file, user.line, user.function, code or None)
-        exc = sys.exc_info()[1]
-        gb_type = getattr(exc, "gb_type", None) or info["headline"]
-        where = f"{user.file}:{user.line}" if user else "?"
-        w.diagnostic(
-            f"graph_break|{where}|{gb_type}",
-            kind="graph_break", severity="warning",
-            message=f"graph break: {info['headline']}",
-            reason=info["reason"], hint="\n".join(info["hints"]) or None,
-            user_frame=user_id, stack=stack, compile_id=cid,
-            detail={"gb_id": info["gb_id"], "gb_type": gb_type,
-                    "explanation": info["explanation"]})
-        self.session.counts["graph_break_events"] += 1
+        exc = sys.exc_info()[1]  # Dynamo's Unsupported, on its way to becoming a break
+        self.findings.graph_break(parse_graph_break(payload), cid, getattr(exc, "gb_type", None))
 
     # -- recompiles ----------------------------------------------------------------
     def _recompile(self, payload: str, cid: str | None) -> None:
@@ -203,24 +155,8 @@ class TraceHandler(logging.Handler):
         except ValueError:
             reasons = [payload]
         reasons = [str(r) for r in reasons] or ["(no reason given)"]
-        site, user_frames = self._entry_call_site()
-        w = self.session.writer
-        stack = w.stack_id(user_frames)
-        user_id = w.frame_id(*site) if site else None
-        first = _guard_text(reasons[0])
-        where = f"{site.file}:{site.line}" if site else "?"
-        # One finding per call site: a changed input re-guards every frame and
-        # resume function under that call, each a recompile of its own in torch.
-        row = w.diagnostic(
-            f"recompile|{where}",
-            kind="recompile", severity="warning",
-            message=f"recompile: {first}",
-            reason="\n".join(reasons),
-            hint=_recompile_hint(first),
-            user_frame=user_id, stack=stack, compile_id=cid,
-            detail={"reasons": []})
-        row["detail"]["reasons"].append({"compile_id": cid, "reasons": reasons})
-        self.session.counts["recompiles"] += 1
+        site, users = self._entry_call_site()
+        self.findings.recompile(site, users, reasons, cid)
 
     @staticmethod
     def _entry_call_site() -> tuple[Frame | None, list[Frame]]:
@@ -233,77 +169,62 @@ class TraceHandler(logging.Handler):
             if f.file.endswith(_EVAL_FRAME):
                 site = next((p for p in reversed(frames[:i]) if not is_internal(p.file)), None)
                 break
-        user_frames = [f for f in frames if not is_internal(f.file)]
-        if site is None and user_frames:
-            site = user_frames[-1]
-        if site is not None and site in user_frames:
-            user_frames = user_frames[:user_frames.index(site) + 1]
-        return site, user_frames
+        users = user_frames(frames)
+        if site is None and users:
+            site = users[-1]
+        if site is not None and site in users:
+            users = users[:users.index(site) + 1]
+        return site, users
 
     # -- compile metrics -------------------------------------------------------------
     def _metrics(self, m: dict, cid: str | None) -> None:
-        w = self.session.writer
+        ctx = self.ctx
+        w = ctx.writer
         cid = m.get("compile_id") or cid
         func, resumed_at = original_function(m.get("co_name") or "")
         frame_id = None
         if m.get("co_filename"):
             line = resumed_at or m.get("co_firstlineno") or 0
             frame_id = w.frame_id(m["co_filename"], line, func)
-        for g in w.graphs_for_compile(cid):
-            w.put_graph(g["id"], code_name=func, code_file=m.get("co_filename"),
-                        code_line=resumed_at or m.get("co_firstlineno"),
-                        user_frame=frame_id,
+        for g in ctx.graphs_for_compile(cid):
+            g.code_name, g.code_file = func, m.get("co_filename")
+            g.code_line = resumed_at or m.get("co_firstlineno")
+            w.put_graph(g.id, code_name=g.code_name, code_file=g.code_file,
+                        code_line=g.code_line, user_frame=frame_id,
                         compile_time_s=m.get("entire_frame_compile_time_s"))
-        self.session.counts["frame_compiles"] += 1
-        self.session.progress.end()
+        ctx.count("frame_compiles")
+        ctx.progress.end()
         if m.get("fail_type"):
             # emitted while the failure propagates: the exception is in flight
-            self.session.compile_failure(m, cid, sys.exc_info()[1])
+            self.findings.compile_failure(m, cid, sys.exc_info()[1])
 
 
 class RecompileLimitHandler(logging.Handler):
     """Catches Dynamo's "hit config.recompile_limit" warning."""
 
-    def __init__(self, session: "CaptureSession") -> None:
+    def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
         super().__init__(level=logging.WARNING)
-        self.session = session
+        self.ctx = ctx
+        self.findings = findings
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self.session.active or not str(record.msg).startswith("torch._dynamo hit config."):
+        if not self.ctx.active or not str(record.msg).startswith("torch._dynamo hit config."):
             return
         try:
             limit_type, limit, func_info, reason = record.args[:4]
-            m = re.match(r"'(?P<name>.*)' \((?P<file>.*):(?P<line>\d+)\)$", str(func_info))
-            w = self.session.writer
-            frames = [Frame(f.filename, f.lineno or 0, f.name)
-                      for f in traceback.extract_stack(sys._getframe(1))]
-            user_frames = [f for f in frames if not is_internal(f.file)]
-            user = user_frames[-1] if user_frames else None
-            w.diagnostic(
-                f"recompile_limit|{func_info}",
-                kind="recompile", severity="error",
-                message=f"recompile limit hit ({limit_type}={limit}): {m['name'] if m else func_info} "
-                        f"now runs eagerly",
-                reason=f"last reason: {reason}",
-                hint=f"Stop the recompiles (see the recompile findings) or raise "
-                     f"torch._dynamo.config.{limit_type}.",
-                user_frame=w.frame_id(*user) if user else None,
-                stack=w.stack_id(user_frames),
-                detail={"limit_type": limit_type, "limit": limit, "function": str(func_info),
-                        "last_reason": str(reason)})
-            self.session.counts["recompile_limit_hits"] += 1
+            self.findings.recompile_limit(limit_type, limit, func_info, reason,
+                                          user_frames(traceback.extract_stack(sys._getframe(1))))
         except Exception as exc:
-            self.session.internal_error("recompile-limit handler", exc)
+            self.ctx.internal_error("recompile-limit handler", exc)
 
 
 class TraceCapture:
     """Installs both handlers, and re-installs ours if the program resets
     torch's logging (``torch._logging.set_logs`` clears trace handlers)."""
 
-    def __init__(self, session: "CaptureSession") -> None:
-        self.session = session
-        self.handler = TraceHandler(session)
-        self.limit_handler = RecompileLimitHandler(session)
+    def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
+        self.handler = TraceHandler(ctx, findings)
+        self.limit_handler = RecompileLimitHandler(ctx, findings)
         self._orig_init_logs = None
         self._limit_logger = logging.getLogger("torch._dynamo.convert_frame")
 

@@ -1,4 +1,5 @@
-"""Malformed FX graphs: find the broken node and the line it came from.
+"""Graph lint: find the broken node of a malformed FX graph and the line it
+came from (`graphdbg.check_graph`, and every graph Dynamo hands a backend).
 
 ``graph.lint()`` stops at the first problem and names FX nodes only. This
 check looks at every node and keeps going:
@@ -31,6 +32,8 @@ from typing import Any
 
 import torch
 import torch.fx
+
+from torch.utils._pytree import tree_flatten
 
 from .creation import created_at
 from .frames import node_target
@@ -65,7 +68,7 @@ class GraphProblem:
 
 
 @dataclass
-class GraphCheck:
+class LintResult:
     problems: list[GraphProblem]
     checked: int = 0          # nodes run on fake tensors
     unchecked: list[str] = field(default_factory=list)   # nodes fake tensors cannot run
@@ -259,78 +262,69 @@ def _uncheckable() -> tuple:
     return _UNCHECKABLE
 
 
-def _propagate(gm: torch.fx.GraphModule, graph: torch.fx.Graph, example_inputs, broken: set,
-               result: GraphCheck) -> None:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    from torch.utils._pytree import tree_flatten
+class FakeLinter(torch.fx.Interpreter):
+    """Runs every node on fake tensors in a private FakeTensorMode + ShapeEnv
+    (so no guard reaches the program's compile) and records, instead of
+    raising, each node that fails or computes what its meta does not say.
+    Nodes in ``skip`` (downstream of a structural break) and nodes whose
+    inputs are unknown are not run."""
 
-    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
-    env: dict[torch.fx.Node, Any] = {}
-    # fake tensors log every failing meta kernel with a traceback: the
-    # failures are this check's findings, not the program's errors
-    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
-    level, fake_log.level = fake_log.level, logging.CRITICAL
-    try:
-        _propagate_nodes(gm, graph, example_inputs, broken, result, mode, env, tree_flatten)
-    finally:
-        fake_log.setLevel(level)
+    def __init__(self, gm: torch.fx.GraphModule, graph: torch.fx.Graph, skip: set,
+                 result: LintResult) -> None:
+        super().__init__(gm, garbage_collect_values=False, graph=graph)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+        self.mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+        self.skip = skip
+        self.result = result
+        self.extra_traceback = False
 
+    def lint(self, example_inputs) -> None:
+        # fake tensors log every failing meta kernel with a traceback: the
+        # failures are this check's findings, not the program's errors
+        fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+        level, fake_log.level = fake_log.level, logging.CRITICAL
+        try:
+            with self.mode:
+                self.run(*_fake_inputs(self.mode, self.graph, example_inputs),
+                         enable_io_processing=False)
+        finally:
+            fake_log.setLevel(level)
 
-def _propagate_nodes(gm, graph, example_inputs, broken, result, mode, env, tree_flatten) -> None:
-    with mode:
-        inputs = iter(_fake_inputs(mode, graph, example_inputs))
-        for node in graph.nodes:
-            if node.op == "placeholder":
-                env[node] = next(inputs, _UNKNOWN)
-                continue
-            if node.op == "output" or node in broken:
-                env[node] = _UNKNOWN
-                continue
-            try:
-                args = torch.fx.node.map_arg(node.args, lambda n: env.get(n, _UNKNOWN))
-                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env.get(n, _UNKNOWN))
-            except Exception:
-                env[node] = _UNKNOWN
-                continue
-            if any(a is _UNKNOWN for a in tree_flatten((args, kwargs))[0]):
-                env[node] = _UNKNOWN
-                continue
-            try:
-                value = _run_node(gm, node, args, kwargs, mode)
-            except _uncheckable():
-                result.unchecked.append(node.name)
-                env[node] = _UNKNOWN
-                continue
-            except Exception as exc:
-                result.problems.append(_classify(node, exc, gm))
-                env[node] = _UNKNOWN
-                continue
-            result.checked += 1
-            bad = _compare_meta(node, value, gm)
-            if bad is not None:
-                result.problems.append(bad)
-                env[node] = _UNKNOWN
-                continue
-            env[node] = value
+    def run_node(self, n: torch.fx.Node) -> Any:
+        if n.op == "placeholder":
+            return next(self.args_iter, _UNKNOWN)
+        if n.op == "output" or n in self.skip:
+            return _UNKNOWN
+        try:
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+        except Exception:
+            return _UNKNOWN
+        if any(a is _UNKNOWN for a in tree_flatten((args, kwargs))[0]):
+            return _UNKNOWN
+        try:
+            value = getattr(self, n.op)(n.target, args, kwargs)
+        except _uncheckable():
+            self.result.unchecked.append(n.name)
+            return _UNKNOWN
+        except Exception as exc:
+            self.result.problems.append(_classify(n, exc, self.module))
+            return _UNKNOWN
+        self.result.checked += 1
+        bad = _compare_meta(n, value, self.module)
+        if bad is not None:
+            self.result.problems.append(bad)
+            return _UNKNOWN
+        return value
 
-
-def _run_node(gm, node: torch.fx.Node, args, kwargs, mode):
-    if node.op == "get_attr":
-        obj = gm
-        for part in str(node.target).split("."):
-            obj = getattr(obj, part)
+    def get_attr(self, target, args, kwargs) -> Any:
+        obj = self.fetch_attr(str(target))
         if isinstance(obj, torch.Tensor) and not isinstance(obj, torch._subclasses.FakeTensor):
-            return _fake(mode, obj)
+            return _fake(self.mode, obj)
         return obj
-    if node.op == "call_function":
-        return node.target(*args, **kwargs)
-    if node.op == "call_method":
-        self_obj, *rest = args
-        return getattr(self_obj, node.target)(*rest, **kwargs)
-    if node.op == "call_module":
-        return gm.get_submodule(str(node.target))(*args, **kwargs)
-    raise RuntimeError(f"unknown op {node.op}")
+
+    def call_module(self, target, args, kwargs) -> Any:
+        return self.module.get_submodule(str(target))(*args, **kwargs)
 
 
 def _mutates(node: torch.fx.Node) -> bool:
@@ -369,8 +363,8 @@ def _dangling(gm, graph: torch.fx.Graph, problems: list[GraphProblem], which: st
                                  gm, severity="warning"))
 
 
-def check_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool = True,
-                dangling: str = "all") -> GraphCheck:
+def lint_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool = True,
+               dangling: str = "all") -> LintResult:
     """Check ``gm`` for every problem above; never raises for a malformed graph.
 
     ``dangling``: which unused nodes to report: ``all`` (but the user's own
@@ -379,14 +373,14 @@ def check_graph(gm: torch.fx.GraphModule, example_inputs=(), *, propagate: bool 
     Dynamo's own side effects, such as vmap's nesting calls)."""
     graph = gm.graph
     problems, broken = _structure(gm, graph)
-    result = GraphCheck(problems)
+    result = LintResult(problems)
     if propagate:
         # downstream of a structurally broken node, nothing is checked again
         downstream = set(broken)
         for node in graph.nodes:
             if any(i in downstream for i in node.all_input_nodes):
                 downstream.add(node)
-        _propagate(gm, graph, list(example_inputs), downstream, result)
+        FakeLinter(gm, graph, downstream, result).lint(list(example_inputs))
     if dangling != "none":
         _dangling(gm, graph, result.problems, dangling)
     return result

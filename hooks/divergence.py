@@ -1,0 +1,196 @@
+"""Eager vs compiled: check calls of one compiled graph against the graph
+interpreted eagerly, judged in float64, and report where they part ways.
+
+Per checked call:
+1. reference: an untouched copy of the Dynamo graph interpreted eagerly on the
+   same inputs (clones when the graph mutates its inputs), the RNG state rewound
+   to what the compiled call saw; judge: the same in float64;
+2. compiled vs reference for every output and mutated input (hooks/numerics.py),
+   and whether outputs alias inputs the same way;
+3. a divergence is localised (hooks/localize.py) and written as a finding;
+   the first checked call with grad enabled also compares input gradients.
+
+Everything here runs inside the context's own-work scope (no eager recording,
+no compile events), under no_grad, with the program's RNG state saved and
+restored: the program computes and compiles exactly what it would without
+graphdbg.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+from .context import CaptureContext
+from .findings import Findings
+from .gradients import gradients_diverge
+from .interpreter import RecordingInterpreter
+from .localize import Localization, Localizer
+from .numerics import Tolerance, ValueDiff, finding, worst
+from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mutates_inputs,
+                        output_names, preserved_rng, rng_state, set_rng)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What diverged: output ``output``, or input ``mutated_input`` that the
+    graph writes in place."""
+    output: int | None = None
+    mutated_input: int | None = None
+
+
+class DivergenceChecker:
+    """Checks calls of one compiled graph; owns the untouched graph copy."""
+
+    def __init__(self, ctx: CaptureContext, findings: Findings, graph_id: int,
+                 gm: torch.fx.GraphModule, compile_user: Callable, backend: str) -> None:
+        o = ctx.options
+        self.ctx = ctx
+        self.findings = findings
+        self.graph_id = graph_id
+        self.gm = gm
+        self.tol = Tolerance(o.rtol, o.atol)
+        self.localizer = Localizer(gm, compile_user, backend, self.tol, o.localize,
+                                   ctx.bisect_progress, f"graph {graph_id}")
+        self.needs_clone = mutates_inputs(gm)
+        self.checked = 0
+        self.reported: set[str] = set()
+        self.disabled = False
+        self.grads_checked = False
+
+    # -- per call ---------------------------------------------------------------------
+    def wants(self, call_idx: int) -> bool:
+        o = self.ctx.options
+        if self.disabled or not o.compare:
+            return False
+        if call_idx < o.compare_first:
+            return True
+        return bool(o.compare_every) and call_idx % o.compare_every == 0
+
+    def before_call(self, args: tuple) -> tuple:
+        """What the reference needs, taken before the compiled call runs: the
+        inputs only if the graph may change them, the RNG state, grad mode."""
+        return (clone_inputs(args) if self.needs_clone else None), rng_state(), torch.is_grad_enabled()
+
+    def after_call(self, call_idx: int, snapshot: tuple, args: tuple, compiled_out: Any,
+                   compiled_fn: Callable | None = None) -> None:
+        inputs, rng, grad_mode = snapshot
+        if inputs is None:
+            inputs = list(args)
+        # The reference always works on clones: a missed in-place op must never
+        # reach the program's own tensors.
+        with preserved_rng(), torch.no_grad():
+            set_rng(rng)
+            ref_inputs = clone_inputs(inputs)
+            ref = RecordingInterpreter(self.gm)
+            try:
+                ref_out = ref.run(*ref_inputs)
+            except Exception as exc:
+                self.disabled = True
+                self.ctx.internal_error(f"eager reference of graph {self.graph_id}", exc)
+                return
+            set_rng(rng)
+            judge = RecordingInterpreter(self.gm, float64=True)
+            try:
+                judge.run(*clone_inputs(inputs))
+            except Exception:
+                judge = None  # some graphs have no float64 meaning (dtype-specific ops)
+        self.checked += 1
+        if self.checked == 1:
+            for name, ns in ref.times_ns.items():
+                self.ctx.writer.add("node_times", (self.graph_id, name, ns))
+        if ref.first_nonfinite:
+            self._nonfinite(ref.first_nonfinite, "eager", call_idx)
+
+        compiled, eager = flat(compiled_out), flat(ref_out)
+        found = worst(
+            (finding(c, e, judge.values.get(name) if judge is not None and name else None, self.tol),
+             (name, Checked(output=i)))
+            for i, (c, e, name) in enumerate(zip(compiled, eager, output_names(self.gm))))
+        if found is None and self.needs_clone:
+            # inputs the graph mutated: the program's tensors now vs the reference's
+            found = next(((d, (None, Checked(mutated_input=i)))
+                          for i, (now, ref_in) in enumerate(zip(args, ref_inputs))
+                          if isinstance(now, torch.Tensor) and isinstance(ref_in, torch.Tensor)
+                          and (d := finding(now, ref_in, tol=self.tol)) is not None), None)
+        if found is None:
+            self._aliasing(call_idx, compiled, eager, args, ref_inputs)
+            if grad_mode and compiled_fn is not None and not self.grads_checked:
+                self.grads_checked = True
+                self._gradients(call_idx, inputs, rng, compiled_fn)
+            return
+        d, (name, what) = found
+        key = f"{name}|{what}"
+        if key in self.reported:
+            return
+        self.reported.add(key)
+        loc = self.localizer.forward(inputs, rng, ref, judge, d)
+        if loc.random is not None:
+            loc.random.compiles, loc.random.by_stage = loc.compiles, dict(loc.by_stage)
+            self._report(call_idx, what, d, loc.random)
+        if loc.node is not None or loc.random is None:
+            self._report(call_idx, what, d, loc)
+            if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
+                self._nonfinite(loc.node, "compiled", call_idx)
+
+    def _aliasing(self, call_idx: int, compiled: list, eager: list, args: tuple,
+                  ref_inputs: list) -> None:
+        """An output that is a view of an input in one mode and a copy in the other."""
+        if "aliasing" in self.reported:
+            return
+        for i, (c, e) in enumerate(zip(compiled, eager)):
+            if isinstance(c, torch.Tensor) and isinstance(e, torch.Tensor):
+                a_c, a_e = aliased_input(c, args), aliased_input(e, ref_inputs)
+                if a_c != a_e:
+                    self.reported.add("aliasing")
+                    self.findings.aliasing(self.graph_id, call_idx, i, a_c, a_e)
+                    return
+
+    def _gradients(self, call_idx: int, inputs: list, rng: tuple, compiled_fn: Callable) -> None:
+        """Input and parameter gradients, same upstream gradient, compiled vs
+        eager; a divergence maps to the forward line whose backward is wrong."""
+        try:
+            final = gradients_diverge(compiled_fn, self.gm, inputs, rng, self.tol)
+        except Exception as exc:
+            self.ctx.internal_error(f"gradient check of graph {self.graph_id}", exc)
+            return
+        if final is None or "grad" in self.reported:
+            return
+        self.reported.add("grad")
+        loc = self.localizer.backward(inputs, rng, final)
+        self._report(call_idx, Checked(output=0), final, loc, direction="backward")
+
+    def _report(self, call_idx: int, what: Checked, final: ValueDiff, loc: Localization,
+                direction: str = "forward") -> None:
+        node = self.localizer.nodes.get(loc.node) if loc.node else None
+        kind = (loc.diff or final).kind
+        if node is not None and is_random(node) and kind != "precision":
+            kind = "random"
+        self.findings.divergence(self.graph_id, node, call_idx, kind, final, loc,
+                                 output=what.output, mutated_input=what.mutated_input,
+                                 direction=direction)
+
+    def _nonfinite(self, name: str, where: str, call_idx: int) -> None:
+        if f"nonfinite|{name}" in self.reported:
+            return
+        self.reported.add(f"nonfinite|{name}")
+        self.findings.nonfinite(self.graph_id, self.localizer.nodes[name], where, call_idx)
+
+    # -- failures ---------------------------------------------------------------------
+    def locate_failure(self, call_idx: int, args: tuple, exc: BaseException) -> None:
+        """A compiled call raised: replay the graph node by node to name the
+        node (and line) that fails on these inputs."""
+        interp = RecordingInterpreter(self.gm)
+        with preserved_rng(), torch.no_grad():
+            try:
+                interp.run(*clone_inputs(args))
+            except Exception as replay_exc:
+                if interp.current is not None:
+                    self.findings.compiled_call_failed(self.graph_id, call_idx, interp.current,
+                                                       exc, replay_exc)
+                return
+        # eager runs it fine: only the compiled code fails on these inputs
+        self.findings.compiled_call_failed(self.graph_id, call_idx, None, exc, None)

@@ -1,0 +1,522 @@
+"""The findings writer: every finding of a capture is written here, from
+plain data (graph id, FX node, user frames, exception, localisation), by the
+recorders that observed it (trace.py, backend.py, divergence.py, exports.py)
+and by the runner for the program's own uncaught error.
+
+Each finding sits at the user's line: the deepest frame outside torch and
+graphdbg (a library such as transformers keeps its own line, with the user's
+call in the stack); for an FX node, its ``stack_trace``, or the line of the
+user's pass that created it.
+
+Every exception recorded here is remembered by id (with its type and first
+line): when the program then dies of it, the finding gets the program's
+stack instead of a second, `runtime_error`, finding.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+
+from graphdbg.runfile import RunWriter
+from graphdbg.sourcemap import Frame, innermost_user, is_internal, parse_traceback, user_frames
+
+from . import creation
+from .context import CaptureContext
+from .exceptions import (compiler_error, data_dependent_symbols, exception_chain,
+                         explain_unsupported, failing_node, headline, last_traced_node,
+                         node_named_in, raised_in_user_code, symbol_origins)
+from .frames import node_source, node_target
+from .numerics import finite_or_none
+
+_SEVERITY = {"miscompile": "error", "shape": "error", "dtype": "error",
+             "precision": "info", "random": "warning"}
+
+
+class Findings:
+    def __init__(self, ctx: CaptureContext) -> None:
+        self.ctx = ctx
+        self.writer: RunWriter = ctx.writer
+        self._compile_error_cids: set = set()
+        # exceptions already recorded, by id (with their type and text, to rule
+        # out a reused id): not recorded again when the program dies of one
+        self._recorded_excs: dict[int, tuple[str, str, str]] = {}
+        # stack and detail of each finding written, by key (the run file is write-only here)
+        self._written: dict[str, dict] = {}
+
+    # -- writing -------------------------------------------------------------------------
+    def _add(self, key: str, **fields) -> None:
+        """A finding; a repeat of the same key only counts up."""
+        self.writer.diagnostic(key, **fields)
+        self._written.setdefault(key, {"stack": fields.get("stack"),
+                                       "detail": fields.get("detail")})
+
+    def _update(self, key: str, **fields) -> None:
+        self.writer.update_diagnostic(key, **fields)
+        seen = self._written.get(key)
+        if seen is not None:
+            seen.update({k: fields[k] for k in ("stack", "detail") if k in fields})
+
+    # -- compile events (from torch's structured trace) ---------------------------------
+    def graph_break(self, info: dict, cid: str | None, gb_type: str | None) -> None:
+        """A graph break, ``info`` as `trace.parse_graph_break` gives it: one
+        finding per (user line, break type), counted up on repeats."""
+        w = self.writer
+        kept = [(f, c) for f, c in info["frames"] if not is_internal(f.file)]
+        frames = [f for f, _ in kept]
+        codes = [c for _, c in kept]
+        stack = w.stack_id(frames, codes)
+        user = innermost_user(frames)
+        user_id = None
+        if user is not None:
+            code = codes[frames.index(user)]
+            user_id = w.frame_id(user.file, user.line, user.function, code or None)
+        gb_type = gb_type or info["headline"]
+        where = f"{user.file}:{user.line}" if user else "?"
+        self._add(
+            f"graph_break|{where}|{gb_type}",
+            kind="graph_break", severity="warning",
+            message=f"graph break: {info['headline']}",
+            reason=info["reason"], hint="\n".join(info["hints"]) or None,
+            user_frame=user_id, stack=stack, compile_id=cid,
+            detail={"gb_id": info["gb_id"], "gb_type": gb_type,
+                    "explanation": info["explanation"]})
+        self.ctx.count("graph_break_events")
+
+    def recompile(self, site: Frame | None, users: list[Frame], reasons: list[str],
+                  cid: str | None) -> None:
+        """A recompile of the code the user called at ``site``. One finding per
+        call site: a changed input re-guards every frame and resume function
+        under that call, each a recompile of its own in torch."""
+        w = self.writer
+        first = _guard_text(reasons[0])
+        key = f"recompile|{site.file}:{site.line}" if site else "recompile|?"
+        self._add(
+            key, kind="recompile", severity="warning", message=f"recompile: {first}",
+            reason="\n".join(reasons), hint=_recompile_hint(first),
+            user_frame=w.frame_id(*site) if site else None, stack=w.stack_id(users),
+            compile_id=cid, detail={"reasons": []})
+        seen = self._written[key]["detail"]["reasons"] + [{"compile_id": cid, "reasons": reasons}]
+        self._update(key, detail={"reasons": seen})
+        self.ctx.count("recompiles")
+
+    def recompile_limit(self, limit_type: str, limit, func_info: str, reason,
+                        users: list[Frame]) -> None:
+        """Dynamo gave up on a function after too many recompiles."""
+        w = self.writer
+        m = re.match(r"'(?P<name>.*)' \((?P<file>.*):(?P<line>\d+)\)$", str(func_info))
+        user = users[-1] if users else None
+        self._add(
+            f"recompile_limit|{func_info}",
+            kind="recompile", severity="error",
+            message=f"recompile limit hit ({limit_type}={limit}): {m['name'] if m else func_info} "
+                    f"now runs eagerly",
+            reason=f"last reason: {reason}",
+            hint=f"Stop the recompiles (see the recompile findings) or raise "
+                 f"torch._dynamo.config.{limit_type}.",
+            user_frame=w.frame_id(*user) if user else None,
+            stack=w.stack_id(users),
+            detail={"limit_type": limit_type, "limit": limit, "function": str(func_info),
+                    "last_reason": str(reason)})
+        self.ctx.count("recompile_limit_hits")
+
+    # -- eager vs compiled ---------------------------------------------------------------
+    def divergence(self, graph_id: int, node, call_idx: int, kind: str, final, loc, *,
+                   output: int | None, mutated_input: int | None,
+                   direction: str = "forward") -> None:
+        """Compiled parts from eager at ``node`` (a `localize.Localization`
+        ``loc`` says how it was found; ``final`` is the difference at the
+        graph's output or mutated input)."""
+        w = self.writer
+        name = loc.node
+        user_id, stack, mpath, mcls = node_source(w, node) if node is not None else (None,) * 4
+        d = loc.diff or final
+        stage = self.ctx.graphs[graph_id].backend if loc.stage == "user" else loc.stage
+        what = f"{loc.target or name}" if name else "an output"
+        if kind == "random":
+            message = f"compiled and eager draw different random numbers at {what}"
+            hint = ("Different random streams, not a miscompile: the compiled graph draws its "
+                    "random numbers differently (decomposed random ops, inductor's own generator); "
+                    "torch._inductor.config.fallback_random = True makes inductor match eager. The "
+                    "rest of the graph was checked with the compiled draws replayed.")
+        elif kind == "precision":
+            message = (f"compiled differs from eager at {what} but is as close or closer to float64 "
+                       f"({d.dtype})")
+            hint = ("Inductor keeps low-precision intermediates in float32; "
+                    "torch._inductor.config.emulate_precision_casts = True rounds like eager.")
+        elif direction == "backward":
+            message = (f"compiled gradients diverge from eager in the backward of {what}"
+                       + (f" (stage {stage})" if stage else ""))
+            hint = ("The forward values match; the backward of this line's op is wrong "
+                    "(gradients of inputs and parameters compared with the same upstream gradient).")
+        else:
+            message = f"compiled diverges from eager at {what}" + (f" (stage {stage})" if stage else "")
+            hint = ("The op is wrong on its own inputs: look at how the backend lowers it."
+                    if loc.isolated and loc.isolated.get("diverges")
+                    else "The node alone matches eager: the error comes from how it is fused or "
+                         "from earlier nodes' rounding.")
+        detail = {
+            "classification": kind, "call": call_idx, "direction": direction,
+            "output": output, "mutated_input": mutated_input,
+            "node": name, "target": loc.target, "module_path": mpath, "module_class": mcls,
+            "stage": stage, "method": loc.method, "compiles": loc.compiles,
+            "stage_compiles": loc.by_stage.get(loc.stage, 0), "seconds": round(loc.seconds, 3),
+            "compiles_by_stage": {(stage if k == "user" else k): v for k, v in loc.by_stage.items()},
+            "max_abs": finite_or_none(d.max_abs), "max_rel": finite_or_none(d.max_rel),
+            "eager_vs_fp64": d.eager_vs_fp64, "compiled_vs_fp64": d.compiled_vs_fp64,
+            "dtype": d.dtype, "isolated": loc.isolated, "undecided": loc.undecided,
+            "output_max_abs": finite_or_none(final.max_abs),
+            "output_max_rel": finite_or_none(final.max_rel),
+        }
+        self._add(f"divergence|{graph_id}|{name}|{kind}|{direction}", kind="divergence",
+                  severity=_SEVERITY.get(kind, "error"), message=message, hint=hint,
+                  user_frame=user_id, stack=stack, graph_id=graph_id, node=name, op=loc.target,
+                  detail=detail)
+
+    def aliasing(self, graph_id: int, call_idx: int, output: int, compiled: int | None,
+                 eager: int | None) -> None:
+        """Output ``output`` aliases input ``compiled`` compiled and ``eager`` eagerly."""
+        def says(a):
+            return "a copy" if a is None else f"a view of input {a}"
+        g = self.ctx.graphs[graph_id]
+        user_id = self.writer.frame_id(g.code_file, g.code_line, g.code_name or "?") \
+            if g.code_file else None
+        self._add(
+            f"aliasing|{graph_id}|{output}", kind="divergence", severity="warning",
+            message=f"output {output} is {says(compiled)} compiled but {says(eager)} in eager",
+            hint="In-place changes through this output reach the input in one mode and not in "
+                 "the other.",
+            user_frame=user_id, graph_id=graph_id,
+            detail={"classification": "aliasing", "call": call_idx, "output": output,
+                    "compiled_aliases_input": compiled, "eager_aliases_input": eager})
+
+    def nonfinite(self, graph_id: int, node, where: str, call_idx: int) -> None:
+        """The first NaN/Inf of a graph's ``where`` ("eager" or "compiled") run."""
+        user_id, stack, mpath, mcls = node_source(self.writer, node)
+        target = node_target(node)
+        self._add(
+            f"nan_inf|{graph_id}|{node.name}|{where}", kind="nan_inf", severity="warning",
+            message=f"first NaN/Inf in {where} appears at {target} (node {node.name})",
+            hint="Its inputs are finite: this op creates the non-finite values.",
+            user_frame=user_id, stack=stack, graph_id=graph_id, node=node.name, op=target,
+            detail={"where": where, "call": call_idx, "module_path": mpath, "module_class": mcls})
+
+    # -- failures ------------------------------------------------------------------------
+    def runtime_error(self, exc: BaseException) -> None:
+        """The program's own error, at the innermost user frame of its traceback."""
+        key = self.recorded_as(exc)
+        if key is not None:
+            self.uncaught(exc, key)
+            return
+        users = user_frames(traceback.extract_tb(exc.__traceback__))
+        w = self.writer
+        stack = w.stack_id(users)
+        user = users[-1] if users else None
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self._add(
+            f"runtime_error|{user.file if user else '?'}:{user.line if user else 0}|{type(exc).__name__}",
+            kind="runtime_error", severity="error",
+            message=headline(exc),
+            reason=text, user_frame=w.frame_id(*user) if user else None, stack=stack,
+            detail={"exception": type(exc).__name__,
+                    "traceback": _format_tb(exc)})
+
+    def backend_failure(self, graph_id: int, wrapper, exc: Exception, check=None,
+                        gm=None) -> None:
+        """A backend raised on a graph: name the node it was processing and the
+        user's line that made that node; else a node of ``gm`` its message
+        names; else, when the graph the backend was working on (``check``) is
+        malformed, the broken node."""
+        w = self.writer
+        node = failing_node(exc)
+        if node is None and gm is not None:
+            node = node_named_in(exc, gm.graph)
+        if node is None and check is not None:
+            node = next((p.fx_node for p in check.problems
+                         if p.severity == "error" and p.fx_node is not None), None)
+        user_id = stack = None
+        target = None
+        hint = None
+        if node is not None:
+            user_id, stack = self.node_site(node, prefer_creator=check is not None and not check.ok)
+            target = node_target(node)
+        else:
+            # no node to blame (a toolchain failure): the user's call that compiled
+            caller = user_frames(traceback.extract_stack(sys._getframe(1)))
+            if caller:
+                user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+        raised = raised_in_user_code(exc)
+        if compiler_error(exc):
+            hint = ("The C++ compiler rejected inductor's code or flags for this graph: check "
+                    "torch._inductor.config.cpp (cxx, march), the CXX environment variable and the "
+                    "compiler's full output in the run file.")
+        elif raised is not None:
+            hint = f"Raised by your code: {os.path.basename(raised[0])}:{raised[1]} in {raised[2]}."
+        g = self.ctx.graphs[graph_id]
+        backend = g.backend or getattr(wrapper, "__name__", "backend")
+        where = f" at {target}" if target else ""
+        self._compile_error_cids.add(g.compile_id)
+        self._add(
+            f"compile_error|graph{graph_id}", kind="compile_error", severity="error",
+            message=f"backend {backend!r} failed{where}: {headline(exc)}",
+            reason=str(exc)[:100000],
+            hint=("The graph the backend was given is malformed: see the malformed_graph findings."
+                  if check is not None and not check.ok else hint or
+                  (None if node is not None else "The error names no FX node; see the full text.")),
+            user_frame=user_id, stack=stack, graph_id=graph_id,
+            node=node.name if node is not None else None, op=target,
+            compile_id=g.compile_id,
+            detail={"exception": type(exc).__name__, "backend": backend,
+                    "raised_at": list(raised) if raised else None,
+                    "compiler_error": compiler_error(exc),
+                    "traceback": _format_tb(exc)})
+        self._remember(exc, f"compile_error|graph{graph_id}")
+
+    def export_failure(self, exc: BaseException, strict: bool = False) -> None:
+        """torch.export raised: the user's line it failed at and, for
+        data-dependent errors, the nodes (and lines) that made the unbacked
+        symbols it could not decide on."""
+        w = self.writer
+        chain = exception_chain(exc)
+        caller = user_frames(traceback.extract_stack(sys._getframe(2)))
+        inner: list[Frame] = []
+        for e in chain:  # non-strict export runs the user's forward: its frames are here
+            user = user_frames(traceback.extract_tb(e.__traceback__))
+            if len(user) > len(inner):
+                inner = user
+        if not inner:
+            real = next((getattr(e, "real_stack", None) for e in chain
+                         if getattr(e, "real_stack", None)), None)
+            inner = user_frames(real or [])
+        user_id = stack = None
+        if inner:
+            user_id = w.frame_id(*inner[-1])
+            stack = w.stack_id(caller + inner)
+        else:
+            node = last_traced_node(exc)
+            if node is not None:
+                user_id, node_stack = self.node_site(node)
+                stack = w.stack_id(caller + [Frame(*f) for f in w.stack_frames(node_stack)]) \
+                    if node_stack else None
+        if user_id is None and caller:
+            user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+        data_dependent = any(type(e).__name__ == "GuardOnDataDependentSymNode"
+                             or "data-dependent" in str(e).split("\n", 1)[0] for e in chain)
+        unbacked = []
+        if data_dependent:
+            for sym, node in symbol_origins(exc, data_dependent_symbols(exc)):
+                fid, _ = self.node_site(node)
+                f = w.frame(fid) if fid else None
+                unbacked.append({"symbol": sym, "node": node.name, "op": node_target(node),
+                                 "file": f["file"] if f else None, "line": f["line"] if f else None,
+                                 "code": f["code"] if f else None})
+        reason = "\n\n".join(str(e) for e in chain)[:100000]
+        explanation, hints = explain_unsupported(reason)
+        if unbacked:
+            made = "; ".join(
+                f"{u['symbol']} comes from {u['op']}"
+                + (f" at {os.path.basename(u['file'])}:{u['line']}" + (f" `{u['code']}`" if u["code"] else "")
+                   if u["file"] else "") for u in unbacked)
+            hint = (f"{made}. Export cannot know its value: state what holds with torch._check(...) "
+                    "(or torch._check_is_size) after it is made, or branch with torch.cond.")
+        else:
+            hint = hints[0] if hints else None
+        key = self.recorded_as(exc)
+        fields = dict(kind="compile_error", severity="error",
+                      message=f"torch.export failed: {headline(exc)}"[:500], reason=reason,
+                      hint=hint, user_frame=user_id, stack=stack,
+                      detail={"export": True, "strict": strict, "exception": type(exc).__name__,
+                              "data_dependent": data_dependent, "unbacked": unbacked,
+                              "explanation": explanation, "hints": hints,
+                              "traceback": _format_tb(exc)})
+        if key is not None:  # Dynamo (strict export) recorded it already: say it better
+            self._update(key, **{k: v for k, v in fields.items() if k != "kind"})
+        else:
+            key = f"export|{user_id}|{type(exc).__name__}|{str(exc)[:200]}"
+            self._add(key, **fields)
+        self._remember(exc, key)
+
+    def node_site(self, node, prefer_creator: bool = False) -> tuple[int | None, int | None]:
+        """(user frame id, stack id) of an FX node: its ``stack_trace``, or the
+        line of the user's graph transformation that created it (first, with
+        ``prefer_creator``: a broken node is the pass's bug even when the
+        pass copied the meta of the node it replaced)."""
+        w = self.writer
+        site = creation.created_at(node)
+        if site is not None and prefer_creator:
+            return w.frame_id(*site), w.stack_id([site])
+        user_id, stack, _, _ = node_source(w, node)
+        if user_id is None and site is not None:
+            user_id, stack = w.frame_id(*site), w.stack_id([site])
+        return user_id, stack
+
+    def malformed_graph(self, graph_id: int | None, check, stage: str) -> None:
+        """Record what `lint.lint_graph` found in a graph."""
+        w = self.writer
+        for p in check.problems:
+            user_id = stack = None
+            if p.fx_node is not None:
+                user_id, stack = self.node_site(p.fx_node, prefer_creator=True)
+            by_pass = p.created_at is not None
+            hint = _MALFORMED_HINTS.get(p.check)
+            if by_pass:
+                model = node_source(w, p.fx_node)[0] if p.stack_trace else None
+                f = w.frame(model) if model else None
+                stands = (f" It stands for {os.path.basename(f['file'])}:{f['line']} `{f['code']}`."
+                          if f and f.get("code") else "")
+                hint = (f"{p.node} was made by your graph transformation ({p.created_at[2]}).{stands} "
+                        + (hint or ""))
+            self._add(
+                f"malformed|{graph_id}|{stage}|{p.node}|{p.check}", kind="malformed_graph",
+                severity=p.severity, message=p.message[:500], hint=hint, user_frame=user_id,
+                stack=stack, graph_id=graph_id, node=p.node, op=p.target,
+                detail={"check": p.check, "stage": stage, "created_by_pass": by_pass,
+                        "created_at": list(p.created_at) if p.created_at else None,
+                        "nodes_checked": check.checked, "unchecked": check.unchecked[:20]})
+
+    def compiled_call_failed(self, graph_id: int, call_idx: int, node, exc: BaseException,
+                             replay_exc: BaseException | None) -> None:
+        """A compiled call raised: at ``node`` when replaying the graph eagerly
+        fails there too, else at the compiled function's line."""
+        w = self.writer
+        user_id = stack = None
+        target = None
+        if node is not None:
+            user_id, stack, _, _ = node_source(w, node)
+            target = node_target(node)
+            message = f"compiled graph {graph_id} fails at {target}: {headline(exc)}"
+        else:
+            g = self.ctx.graphs[graph_id]
+            if g.code_file:
+                user_id = w.frame_id(g.code_file, g.code_line, g.code_name or "?")
+            message = (f"compiled graph {graph_id} fails on inputs that eager runs fine: "
+                       f"{headline(exc)}")
+        key = f"runtime_error|graph{graph_id}|{node.name if node is not None else '-'}"
+        self._remember(exc, key)
+        self._add(
+            key,
+            kind="runtime_error", severity="error", message=message, reason=str(exc)[:100000],
+            user_frame=user_id, stack=stack, graph_id=graph_id,
+            node=node.name if node is not None else None, op=target,
+            detail={"call": call_idx, "exception": type(exc).__name__,
+                    "eager_replay": None if replay_exc is None else headline(replay_exc)})
+
+    def compile_failure(self, m: dict, cid: str | None, exc: BaseException | None = None) -> None:
+        """A frame's compile failed (Dynamo's Unsupported under fullgraph,
+        TorchRuntimeError from fake tensors, an export or guard error...).
+        ``exc`` is the exception on its way out, when the trace handler sees it."""
+        if cid in self._compile_error_cids:
+            return  # already mapped to its node by backend_failure
+        w = self.writer
+        file, line = m.get("fail_user_frame_filename"), m.get("fail_user_frame_lineno")
+        real = list(getattr(exc, "real_stack", None) or [])
+        user = user_frames(real)
+        if not user and exc is not None:
+            # guard-time errors (ConstraintViolationError) carry the user stack in their text
+            user = user_frames(f for f, _ in parse_traceback(str(exc)))
+        if user and not (file and line):
+            file, line = user[-1].file, user[-1].line
+        user_id = w.frame_id(file, line, user[-1].function if user else (m.get("co_name") or "?")) \
+            if file and line else None
+        stack = w.stack_id(user) if user else None
+        reason = str(m.get("fail_reason") or (str(exc) if exc is not None else ""))
+        message = headline(exc) if exc is not None else \
+            f"{m.get('fail_type')}: {reason.splitlines()[0] if reason else ''}"
+        explanation, hints = explain_unsupported(reason)
+        key = f"compile_error|{file}:{line}|{m.get('fail_type')}|{reason[:200]}"
+        self._add(
+            key, kind="compile_error", severity="error", message=message[:500],
+            reason=reason, hint=hints[0] if hints else None, user_frame=user_id, stack=stack,
+            compile_id=cid,
+            detail={"fail_type": m.get("fail_type"), "explanation": explanation, "hints": hints,
+                    "traceback": _format_tb(exc)})
+        self._remember(exc, key)
+
+    def _remember(self, exc: BaseException | None, key: str) -> None:
+        """Note that ``exc`` (and what wraps it) is recorded under ``key``."""
+        if exc is None:
+            return
+        if len(self._recorded_excs) > 200:
+            self._recorded_excs.clear()
+        self._recorded_excs[id(exc)] = (key, type(exc).__name__, _first_line(exc))
+
+    def recorded_as(self, exc: BaseException) -> str | None:
+        """The diagnostic key an exception (or one it wraps, or one that wraps
+        it) was recorded under, if it already was."""
+        for e in exception_chain(exc):
+            hit = self._recorded_excs.get(id(e))
+            # (Dynamo appends advice to messages on the way out: first line only)
+            if hit is not None and hit[1:] == (type(e).__name__, _first_line(e)):
+                return hit[0]
+        return None
+
+    def uncaught(self, exc: BaseException, key: str) -> None:
+        """The program died of an error already recorded: add the program's
+        stack to that finding instead of recording it twice."""
+        w = self.writer
+        row = self._written.get(key)
+        if row is None:
+            return
+        frames = [Frame(f.filename, f.lineno or 0, f.name)
+                  for f in traceback.extract_tb(exc.__traceback__)]
+        outer: list[Frame] = []  # the program's frames down to its call into torch
+        for f in frames:
+            if not is_internal(f.file):
+                outer.append(f)
+            elif outer:
+                break
+        inner = [Frame(*f) for f in w.stack_frames(row["stack"])] if row.get("stack") else []
+        stack = w.stack_id(outer + [f for f in inner if f not in outer]) or row.get("stack")
+        detail = dict(row.get("detail") or {}, uncaught=True, exception=type(exc).__name__)
+        self._update(key, stack=stack, detail=detail)
+
+
+_MALFORMED_HINTS = {
+    "use_before_def": "Insert the node after its inputs (graph.inserting_after) or move it.",
+    "erased_node": "Rewire users (node.replace_all_uses_with) before graph.erase_node.",
+    "foreign_node": "Copy nodes between graphs with graph.node_copy / graph_copy, not by reference.",
+    "output": "A graph has exactly one output node, last.",
+    "missing_attr": "Register the attribute or submodule on the GraphModule before using it.",
+    "arity": "The node's arguments do not fit the op's signature.",
+    "shape": "A node's shape does not fit its op or its recorded meta; check the pass that made it.",
+    "dtype": "A node's dtype does not fit its op or its recorded meta; check the pass that made it.",
+    "dangling": "A pass added or kept a node and never used its value (missing replace_all_uses_with?).",
+}
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).split("\n", 1)[0][:200]
+
+
+def _format_tb(exc: BaseException | None) -> str | None:
+    if exc is None:
+        return None
+    return "".join(traceback.format_exception(exc))[-20000:]
+
+
+def _guard_text(reason: str) -> str:
+    """First line of a guard-failure reason, without its "0/0: " cache-entry
+    prefix and the trailing "# code  # file:line" comment."""
+    line = re.sub(r"^\d+/\d+: ", "", reason.strip().splitlines()[0] if reason.strip() else "")
+    line = re.split(r"\s{2,}#", line)[0].strip()
+    line = re.sub(r"\._modules\['([^']+)'\]", r".\1", line)  # blocks.0.drop, as the user writes it
+    if not line.startswith(("tensor ", "type of", "id of", "len of")) and "mismatch" not in line:
+        line = f"guard failed: {line}"
+    return line
+
+
+def _recompile_hint(guard: str) -> str:
+    if "size mismatch" in guard or "stride mismatch" in guard:
+        return ("An input's shape changed. If it keeps changing, mark that dimension "
+                "dynamic (torch._dynamo.mark_dynamic) or compile with dynamic=True.")
+    if ".training" in guard:
+        return ("A module switched between train() and eval(). One compile per mode is "
+                "expected; many modules toggling means many recompiles.")
+    if "dtype" in guard or "device" in guard or "requires_grad" in guard:
+        return "An input's dtype, device or requires_grad changed between calls."
+    if "==" in guard:
+        return ("A Python value the graph was specialised on changed. Pass it as a "
+                "tensor, or keep it constant across calls.")
+    return "A guard on the compiled code failed for this call (see the reason)."

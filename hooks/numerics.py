@@ -1,0 +1,129 @@
+"""How far a compiled value is from eager, judged against float64.
+
+Pure numerics: no compiling, no graphs. A difference beyond per-dtype
+tolerances is a ``miscompile`` when the compiled error against the float64
+judge is clearly larger than eager's own (the rule of PyTorch's accuracy
+checks: rmse(judge, compiled) > 2 * rmse(judge, eager) + atol/10), and
+``precision`` otherwise; a precision difference is a finding only in a
+low-precision dtype (benign float32 reordering is not).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import torch
+
+# (rtol, atol) per dtype: loose enough for reordered reductions, tight enough
+# for a changed op.
+DEFAULT_TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+LOW_PRECISION = ("float16", "bfloat16")
+MULTIPLIER = 2.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """User tolerances; None takes the dtype's default."""
+    rtol: float | None = None
+    atol: float | None = None
+
+
+@dataclass
+class ValueDiff:
+    """How far compiled is from eager for one tensor, judged against float64."""
+    max_abs: float
+    max_rel: float
+    eager_vs_fp64: float | None
+    compiled_vs_fp64: float | None
+    kind: str            # miscompile | precision | shape | dtype
+    dtype: str
+
+
+def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    d = (a.to(torch.float64) - b.to(torch.float64))
+    d = d[torch.isfinite(d)]
+    if d.numel() == 0:
+        return 0.0
+    return float(torch.sqrt(torch.mean(d * d)))
+
+
+def compare_values(compiled: Any, eager: Any, judge: Any = None,
+                   tol: Tolerance = Tolerance()) -> ValueDiff | None:
+    """None when close; else how they differ. Non-tensors compare by equality."""
+    if not isinstance(compiled, torch.Tensor) or not isinstance(eager, torch.Tensor):
+        if isinstance(compiled, torch.Tensor) != isinstance(eager, torch.Tensor):
+            return ValueDiff(math.inf, math.inf, None, None, "shape", "?")
+        return None
+    dtype = str(eager.dtype).replace("torch.", "")
+    if compiled.shape != eager.shape:
+        return ValueDiff(math.inf, math.inf, None, None, "shape", dtype)
+    if compiled.dtype != eager.dtype:
+        return ValueDiff(math.inf, math.inf, None, None, "dtype", dtype)
+    if not (eager.is_floating_point() or eager.is_complex()):
+        if torch.equal(compiled, eager):
+            return None
+        diff = (compiled.to(torch.float64) - eager.to(torch.float64)).abs()
+        return ValueDiff(float(diff.max()), math.inf, None, None, "miscompile", dtype)
+    d_rtol, d_atol = DEFAULT_TOLERANCES.get(eager.dtype, (1e-4, 1e-5))
+    rtol = d_rtol if tol.rtol is None else tol.rtol
+    atol = d_atol if tol.atol is None else tol.atol
+    c64, e64 = compiled.detach().to(torch.float64), eager.detach().to(torch.float64)
+    if torch.allclose(c64, e64, rtol=rtol, atol=atol, equal_nan=True):
+        return None
+    nan_mismatch = bool((torch.isnan(c64) != torch.isnan(e64)).any())
+    both = torch.isfinite(c64) & torch.isfinite(e64)
+    abs_err = (c64 - e64).abs()[both]
+    max_abs = float(abs_err.max()) if abs_err.numel() else math.inf
+    rel = abs_err / e64.abs()[both].clamp_min(atol)
+    max_rel = float(rel.max()) if rel.numel() else math.inf
+    if nan_mismatch:
+        max_abs = max_rel = math.inf
+    eager_err = compiled_err = None
+    kind = "miscompile"
+    if isinstance(judge, torch.Tensor) and judge.shape == eager.shape:
+        eager_err, compiled_err = rmse(judge, e64), rmse(judge, c64)
+        if not nan_mismatch and compiled_err <= MULTIPLIER * eager_err + atol / 10:
+            kind = "precision"
+    return ValueDiff(max_abs, max_rel, eager_err, compiled_err, kind, dtype)
+
+
+def is_finding(d: ValueDiff | None) -> bool:
+    """A miscompile always; a precision difference only in a low-precision dtype."""
+    if d is None:
+        return False
+    if d.kind == "precision":
+        return d.dtype in LOW_PRECISION
+    return True
+
+
+def finding(compiled: Any, eager: Any, judge: Any = None,
+            tol: Tolerance = Tolerance()) -> ValueDiff | None:
+    """`compare_values`, keeping only differences that are findings."""
+    d = compare_values(compiled, eager, judge, tol)
+    return d if is_finding(d) else None
+
+
+def rank(d: ValueDiff) -> tuple:
+    """Miscompiles first, then by relative error."""
+    return (d.kind == "miscompile", d.max_rel if math.isfinite(d.max_rel) else 1e300)
+
+
+def worst(diffs: Iterable[tuple[ValueDiff | None, Any]]) -> tuple[ValueDiff, Any] | None:
+    """The worst finding among (difference, what it is about) pairs; the
+    first of equals wins."""
+    best = None
+    for d, what in diffs:
+        if d is not None and (best is None or rank(d) > rank(best[0])):
+            best = (d, what)
+    return best
+
+
+def finite_or_none(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None

@@ -1,0 +1,121 @@
+"""The layering the architecture promises, read from the source (ast): no
+import circle in hooks/ or graphdbg/ (not even under TYPE_CHECKING), the query
+layer free of torch, rich and textual, and no object writing another's private
+state."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"graphdbg": ROOT / "graphdbg", "graphdbg.hooks": ROOT / "hooks",
+            "graphdbg.tui": ROOT / "tui"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([pkg, *parts])] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of ours that ``name`` imports anywhere in its file (module
+    level, inside functions, under TYPE_CHECKING alike)."""
+    is_pkg = path.name == "__init__.py"
+    base = name if is_pkg else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                mod = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # `from pkg import sub` needs pkg.sub, not what pkg/__init__ imports
+            subs = [f"{mod}.{a.name}" for a in node.names]
+            targets = [t if t in known else mod for t in subs]
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {name: _imports(name, path, set(mods)) for name, path in mods.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return path[path.index(m):] + [m]
+            if m not in state and (c := visit(m)):
+                return c
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (c := visit(n)):
+            return c
+    return None
+
+
+def test_no_import_circle_in_hooks_or_graphdbg():
+    graph = _graph()
+    assert "graphdbg.hooks.session" in graph and graph["graphdbg.hooks.session"]
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_circle_check_finds_a_circle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_query_layer_imports_no_torch_rich_or_textual():
+    path = ROOT / "graphdbg" / "query.py"
+    assert path.exists()
+    heavy = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        heavy |= {n for n in names if n.split(".")[0] in ("torch", "rich", "textual")}
+    assert heavy == set()
+
+
+def test_no_object_writes_another_objects_private_state():
+    """`x._name = ...` / `x._name += ...` only on self (or cls)."""
+    offenders = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if (isinstance(t, ast.Attribute) and t.attr.startswith("_")
+                        and not t.attr.startswith("__")
+                        and not (isinstance(t.value, ast.Name) and t.value.id in ("self", "cls"))):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(t)}")
+    # graphdbg marks its own wrappers, keeps Dynamo's calling convention on them
+    # (`_boxed_call`) and re-attaches its trace handler when torch resets logging:
+    # these are the only ones allowed
+    allowed = {"compiled_graph._boxed_call", "compiled_graph._graphdbg_graph_id",
+               "compiled_graph._graphdbg_inner", "__call__._graphdbg_hook",
+               "export._graphdbg_hook", "torch_logging._init_logs"}
+    assert [o for o in offenders if o.split(" ", 1)[1] not in allowed] == []
