@@ -24,9 +24,10 @@ def check_graph(gm, *example_inputs):
 
 
 def open_run(path: str):
-    """Open a run file for reading (a `graphdbg.runfile.RunReader`)."""
-    from .runfile import RunReader
-    return RunReader(path)
+    """Open a run file for reading: a `graphdbg.query.Run` (typed records,
+    paged, usable from any thread; close it, or use it as a context manager)."""
+    from .query import Run
+    return Run(path)
 
 
 class capture:
@@ -35,13 +36,18 @@ class capture:
         with graphdbg.capture("region.run") as run:
             model(x)
         print(run.path)
+
+    Options are those of `graphdbg run` (`graphdbg.options.CaptureOptions`),
+    given as an object or as keywords: ``capture("x.run", values="none",
+    compare_first=1, localize="bisect")``.
     """
 
-    def __init__(self, path: str = "graphdbg-capture.run", *, values: str = "stats",
-                 eager: bool = True) -> None:
+    def __init__(self, path: str = "graphdbg-capture.run", *, options=None, **kwargs) -> None:
+        from .options import CaptureOptions
+        if options is not None and kwargs:
+            raise TypeError("give capture options either as `options=` or as keywords, not both")
         self.path = path
-        self.values = values
-        self.eager = eager
+        self.options = options or CaptureOptions.from_kwargs(**kwargs)
         self._session = None
 
     def __enter__(self) -> "capture":
@@ -49,7 +55,7 @@ class capture:
         from .runfile import RunWriter
         writer = RunWriter(self.path)
         writer.set_meta(argv=["<capture>"], module=False, graphdbg=__version__)
-        self._session = CaptureSession(writer, values=self.values, eager=self.eager)
+        self._session = CaptureSession(writer, self.options)
         self._session.start()
         return self
 

@@ -17,10 +17,9 @@ class CompareReport:
 
     def __init__(self, run_file: str, output: Any) -> None:
         from .report import document
-        from .runfile import RunReader
         self.run_file = run_file
         self.output = output
-        self.document = document(RunReader(run_file))
+        self.document = document(run_file)  # opens the run file, reads it, closes it
         self.diagnostics = self.document["diagnostics"]
         self.graphs = self.document["graphs"]
 
@@ -68,6 +67,7 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
     from torch._dynamo.backends.registry import lookup_backend
 
     from .hooks import CaptureSession
+    from .options import CaptureOptions
     from .runfile import RunWriter
 
     inner = lookup_backend(backend) if isinstance(backend, str) else backend
@@ -80,8 +80,9 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
     if run_file is None:
         fd, run_file = tempfile.mkstemp(prefix="graphdbg-compare-", suffix=".run")
         os.close(fd)
-    session = CaptureSession(RunWriter(run_file), eager=False, compare=True, compare_first=1,
-                             rtol=rtol, atol=atol, localize=localize)
+    options = CaptureOptions(eager=False, compare=True, compare_first=1, rtol=rtol, atol=atol,
+                             localize=localize)
+    session = CaptureSession(RunWriter(run_file), options)
     session.writer.set_meta(argv=["<graphdbg.compare>"], module=False)
     session.start()
     status = "failed"
@@ -148,15 +149,12 @@ def check_graph(gm: Any, *example_inputs: Any) -> GraphCheckReport:
         report = graphdbg.check_graph(gm, x)
         report.assert_ok()
     """
-    from .hooks.graphcheck import check_graph as _check
+    from .hooks.lint import lint_graph
     from .hooks.session import current
 
-    result = _check(gm, example_inputs)
+    result = lint_graph(gm, example_inputs)
     session = current()
     if session is not None:
-        token = session.enter_compiled()
-        try:
-            session.malformed_graph(None, result, "check_graph")
-        finally:
-            session.exit_compiled(token)
+        with session.ctx.own_work():
+            session.findings.malformed_graph(None, result, "check_graph")
     return GraphCheckReport(result)

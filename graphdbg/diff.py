@@ -7,7 +7,11 @@ graphs in a run are compared at their boundaries: the k-th call's outputs meet
 the k-th value computed at the graph's output line in the other run. Reported:
 the first place where shapes or values part ways (in A's order), lines that
 ran compiled in one run and eager in the other, and the lines whose time
-changed most. Reads run files only (no torch).
+changed most. Reads run files only (no torch), through graphdbg.query.
+
+Memory does not grow with the number of ops: occurrence counts per (line,
+op, phase) come from SQL, and the two op streams are merged in execution
+order, holding only the ops whose twin in the other run is not read yet.
 """
 
 from __future__ import annotations
@@ -15,54 +19,43 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections import defaultdict
-from .runfile import RunReader
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass
+
+from .format import brief, ms, short
+from .query import Op, Run
 
 JSON_SCHEMA = "graphdbg-diff/1"
 
+Group = tuple  # (file, line, op, phase): where and what an eager op is
 
-def _load(reader: RunReader) -> dict:
-    frames = {r["id"]: (r["file"], r["line"], r["code"])
-              for r in reader.query("SELECT id, file, line, code FROM frames")}
-    ops: list[dict] = []
-    seen: dict[tuple, int] = defaultdict(int)
-    for r in reader.iter_query("SELECT seq, op, phase, shapes, dtypes, stats, time_ns, user_frame "
-                               "FROM ops ORDER BY seq"):
-        file, line, code = frames.get(r["user_frame"], (None, None, None))
-        key = (file, line, r["op"], r["phase"])
-        k = seen[key]
-        seen[key] += 1
-        ops.append({"key": (*key, k), "seq": r["seq"], "file": file, "line": line, "code": code,
-                    "op": r["op"], "phase": r["phase"], "shapes": json.loads(r["shapes"] or "[]"),
-                    "stats": json.loads(r["stats"]) if r["stats"] else None,
-                    "time_ns": r["time_ns"]})
-    graphs = {g["id"]: g for g in reader.graphs()}
+
+@dataclass
+class _Side:
+    """What the diff needs of one run, all bounded by lines and graphs, not ops."""
+    run: Run
+    counts: dict[Group, int]             # ops per group
+    op_lines: set[tuple]                 # (file, line) where any op ran
+    covered: dict[tuple, set[int]]       # (file, line) -> graphs with a call node there
+    out_line: dict[int, tuple]           # graph -> (file, line, code) of its last call node
+    time_by_line: dict[tuple, int]       # (file, line) -> ns (eager ops + compiled calls)
+    graphs: int
+
+
+def _side(run: Run) -> _Side:
+    counts = run.op_groups()
+    graph_ids = {g.id for g in run.graphs()}
+    covered: dict[tuple, set[int]] = defaultdict(set)
     out_line: dict[int, tuple] = {}
-    covered: dict[tuple, set] = defaultdict(set)
-    for gid in graphs:
-        nodes = reader.nodes(gid)
-        for n in nodes:
-            f = frames.get(n["user_frame"])
-            if f and n["op"].startswith("call_"):
-                covered[(f[0], f[1])].add(gid)
-        lines = [frames.get(n["user_frame"]) for n in nodes
-                 if n["op"].startswith("call_") and frames.get(n["user_frame"])]
-        if lines:
-            out_line[gid] = lines[-1]
-    calls = []
-    for r in reader.iter_query("SELECT seq, graph_id, call_idx, wall_ns, outputs FROM calls ORDER BY seq"):
-        calls.append({"seq": r["seq"], "graph": r["graph_id"], "call": r["call_idx"],
-                      "wall_ns": r["wall_ns"], "outputs": json.loads(r["outputs"] or "[]")})
-    time_by_line: dict[tuple, int] = defaultdict(int)
-    for o in ops:
-        if o["file"]:
-            time_by_line[(o["file"], o["line"])] += o["time_ns"] or 0
-    for c in calls:
-        g = graphs.get(c["graph"], {})
-        if g.get("code_file"):
-            time_by_line[(g["code_file"], g["code_line"])] += c["wall_ns"] or 0
-    return {"ops": ops, "graphs": graphs, "calls": calls, "out_line": out_line,
-            "covered": covered, "time_by_line": time_by_line, "meta": reader.meta}
+    for n in run.iter_nodes():
+        if n.graph_id in graph_ids and n.user_frame is not None and n.op.startswith("call_") \
+                and n.file is not None:
+            covered[(n.file, n.line)].add(n.graph_id)
+            out_line[n.graph_id] = (n.file, n.line, n.code)  # the last one wins
+    times = {(t.file, t.line): t.total_ns
+             for t in run.hot_lines(None, recorded_ops_only=True)}
+    return _Side(run, counts, {(g[0], g[1]) for g in counts}, covered, out_line, times,
+                 len(graph_ids))
 
 
 def _stats_close(a: dict | None, b: dict | None, rtol: float) -> tuple[bool, float]:
@@ -84,85 +77,149 @@ _UNINITIALISED = ("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.n
                   "aten.new_empty_strided", "aten.empty_permuted")
 
 
-def _first_value_divergence(A: dict, B: dict, rtol: float) -> dict | None:
-    b_by_key = {o["key"]: o for o in B["ops"]}
-    for a in A["ops"]:
-        b = b_by_key.get(a["key"])
-        if b is None or a["op"].startswith(_UNINITIALISED):
-            continue
-        if a["shapes"] != b["shapes"]:
-            return {"what": "shape", **_where(a), "op": a["op"], "occurrence": a["key"][-1],
-                    "a": a["shapes"], "b": b["shapes"]}
-        for i, (sa, sb) in enumerate(zip(a["stats"] or [], b["stats"] or [])):
-            close, rel = _stats_close(sa, sb, rtol)
-            if not close:
-                return {"what": "values", **_where(a), "op": a["op"], "occurrence": a["key"][-1],
-                        "output": i, "rel_diff": rel if math.isfinite(rel) else None,
-                        "a": sa, "b": sb}
+def _compare_ops(a: Op, b: Op, k: int, rtol: float) -> dict | None:
+    if a.op.startswith(_UNINITIALISED):
+        return None
+    # identical JSON text is always close (for rtol >= 0): no parsing on the common path
+    if rtol >= 0 and a.shapes_json == b.shapes_json and a.stats_json == b.stats_json:
+        return None
+    where = {"file": a.file, "line": a.line, "code": a.code}
+    if a.shapes != b.shapes:
+        return {"what": "shape", **where, "op": a.op, "occurrence": k,
+                "a": a.shapes, "b": b.shapes}
+    for i, (sa, sb) in enumerate(zip(a.stats or [], b.stats or [])):
+        close, rel = _stats_close(sa, sb, rtol)
+        if not close:
+            return {"what": "values", **where, "op": a.op, "occurrence": k,
+                    "output": i, "rel_diff": rel if math.isfinite(rel) else None,
+                    "a": sa, "b": sb}
     return None
 
 
-def _graph_boundaries(A: dict, B: dict, rtol: float, a_name: str, b_name: str) -> list[dict]:
+def _twins(side: _Side, other: _Side):
+    """(group, occurrence), op for the ops of `side` that have a twin in `other`."""
+    seen: dict[Group, int] = defaultdict(int)
+    for o in side.run.iter_ops():
+        g = (o.file, o.line, o.op, o.phase)
+        k = seen[g]
+        seen[g] = k + 1
+        if k < other.counts.get(g, 0):
+            yield (g, k), o
+
+
+def _first_value_divergence(A: _Side, B: _Side, rtol: float) -> dict | None:
+    """The first aligned op, in A's order, whose shapes or values differ.
+
+    Both streams hold only ops with a twin, so every op waiting in `wait_a`
+    or `wait_b` is matched later; reading them in step keeps the waiting
+    sets as small as the two runs are out of step."""
+    wait_a: OrderedDict[tuple, Op] = OrderedDict()   # by A's order: first = earliest
+    wait_b: dict[tuple, Op] = {}
+    best: tuple[int, dict] | None = None             # (A seq, divergence)
+    ia, ib = _twins(A, B), _twins(B, A)
+    a_seq, a_done, b_done = -1, False, False
+
+    def check(key: tuple, a: Op, b: Op) -> None:
+        nonlocal best
+        if best is None or a.seq < best[0]:
+            found = _compare_ops(a, b, key[1], rtol)
+            if found is not None:
+                best = (a.seq, found)
+
+    while not (a_done and b_done):
+        if best is not None and (a_done or a_seq >= best[0]) and (
+                not wait_a or next(iter(wait_a.values())).seq > best[0]):
+            break  # nothing earlier in A is left to compare
+        if not a_done:
+            item = next(ia, None)
+            if item is None:
+                a_done = True
+            else:
+                key, a = item
+                a_seq = a.seq
+                b = wait_b.pop(key, None)
+                if b is None:
+                    wait_a[key] = a
+                else:
+                    check(key, a, b)
+        if not b_done:
+            item = next(ib, None)
+            if item is None:
+                b_done = True
+            else:
+                key, b = item
+                a = wait_a.pop(key, None)
+                if a is None:
+                    wait_b[key] = b
+                else:
+                    check(key, a, b)
+    return best[1] if best else None
+
+
+def _graph_boundaries(A: _Side, B: _Side, rtol: float) -> list[dict]:
     """Outputs of compiled graphs in one run against the values the other run
     computed eagerly at the graph's output line."""
     found = []
-    for src, other, src_name, other_name in ((B, A, b_name, a_name), (A, B, a_name, b_name)):
-        by_line: dict[tuple, list] = defaultdict(list)
-        for o in other["ops"]:
-            if o["phase"] == "forward" and o["file"]:
-                by_line[(o["file"], o["line"])].append(o)
+    for src, other, src_name in ((B, A, "B"), (A, B, "A")):
+        if not src.out_line:
+            continue
+        lines = {(f, ln) for f, ln, _ in src.out_line.values() if f}
+        by_line: dict[tuple, list[Op]] = defaultdict(list)
+        for o in other.run.iter_ops(lines=lines, phase="forward"):
+            if o.file:
+                by_line[(o.file, o.line)].append(o)
         seen: dict[int, int] = defaultdict(int)
-        for c in src["calls"]:
-            where = src["out_line"].get(c["graph"])
-            if not where or not c["outputs"]:
+        for c in src.run.iter_calls():
+            where = src.out_line.get(c.graph_id)
+            if not where or not c.outputs:
                 continue
-            k = seen[c["graph"]]
-            seen[c["graph"]] += 1
-            out = c["outputs"][0]
+            k = seen[c.graph_id]
+            seen[c.graph_id] += 1
+            out = c.outputs[0]
             matches = [o for o in by_line.get((where[0], where[1]), [])
-                       if o["shapes"] and o["shapes"][0] == out["shape"]]
+                       if o.shapes and o.shapes[0] == out["shape"]]
             if k >= len(matches):
                 continue
-            o = matches[k] if len(matches) > k else matches[-1]
-            close, rel = _stats_close(out.get("stats"), (o["stats"] or [None])[0], rtol)
+            stats = matches[k].stats
+            close, rel = _stats_close(out.get("stats"), (stats or [None])[0], rtol)
             if not close:
                 found.append({"what": "graph output", "file": where[0], "line": where[1],
-                              "code": where[2], "compiled_in": src_name, "graph": c["graph"],
-                              "call": c["call"], "rel_diff": rel if math.isfinite(rel) else None,
-                              "compiled": out.get("stats"), "eager": o["stats"][0] if o["stats"] else None})
+                              "code": where[2], "compiled_in": src_name, "graph": c.graph_id,
+                              "call": c.call_idx, "rel_diff": rel if math.isfinite(rel) else None,
+                              "compiled": out.get("stats"), "eager": stats[0] if stats else None})
                 break
     return found
 
 
-def _where(o: dict) -> dict:
-    return {"file": o["file"], "line": o["line"], "code": o["code"]}
-
-
 def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> dict:
-    ra, rb = RunReader(path_a), RunReader(path_b)
-    A, B = _load(ra), _load(rb)
+    with Run(path_a) as ra, Run(path_b) as rb:
+        A, B = _side(ra), _side(rb)
+        first = _first_value_divergence(A, B, rtol)
+        boundaries = _graph_boundaries(A, B, rtol)
+        n_ops = ra.count("ops"), rb.count("ops")
     compiled_only = []
     for name, X, Y in (("A", A, B), ("B", B, A)):
-        for line, gids in X["covered"].items():
-            if line not in Y["covered"] and any(o["file"] == line[0] and o["line"] == line[1]
-                                               for o in Y["ops"]):
+        for line in X.covered:
+            if line not in Y.covered and line in Y.op_lines:
                 compiled_only.append({"compiled_in": name, "file": line[0], "line": line[1]})
     timing = []
-    for line in set(A["time_by_line"]) | set(B["time_by_line"]):
-        ta, tb = A["time_by_line"].get(line, 0), B["time_by_line"].get(line, 0)
+    for line in set(A.time_by_line) | set(B.time_by_line):
+        ta, tb = A.time_by_line.get(line, 0), B.time_by_line.get(line, 0)
         timing.append({"file": line[0], "line": line[1], "a_ns": ta, "b_ns": tb, "delta_ns": tb - ta})
-    timing.sort(key=lambda t: -abs(t["delta_ns"]))
-    a_keys, b_keys = {o["key"] for o in A["ops"]}, {o["key"] for o in B["ops"]}
+    # ties by place, so that the same runs always give the same list
+    timing.sort(key=lambda t: (-abs(t["delta_ns"]), t["file"],
+                               t["line"] if t["line"] is not None else -1))
+    aligned = sum(min(n, B.counts.get(g, 0)) for g, n in A.counts.items())
     return {
         "schema": JSON_SCHEMA,
-        "a": {"file": path_a, "argv": A["meta"].get("argv"), "stance": A["meta"].get("stance"),
-              "graphs": len(A["graphs"]), "ops": len(A["ops"])},
-        "b": {"file": path_b, "argv": B["meta"].get("argv"), "stance": B["meta"].get("stance"),
-              "graphs": len(B["graphs"]), "ops": len(B["ops"])},
-        "aligned_ops": len(a_keys & b_keys), "only_in_a": len(a_keys - b_keys),
-        "only_in_b": len(b_keys - a_keys),
-        "first_divergence": _first_value_divergence(A, B, rtol),
-        "graph_boundaries": _graph_boundaries(A, B, rtol, "A", "B"),
+        "a": {"file": path_a, "argv": ra.meta.get("argv"), "stance": ra.meta.get("stance"),
+              "graphs": A.graphs, "ops": n_ops[0]},
+        "b": {"file": path_b, "argv": rb.meta.get("argv"), "stance": rb.meta.get("stance"),
+              "graphs": B.graphs, "ops": n_ops[1]},
+        "aligned_ops": aligned, "only_in_a": sum(A.counts.values()) - aligned,
+        "only_in_b": sum(B.counts.values()) - aligned,
+        "first_divergence": first,
+        "graph_boundaries": boundaries,
         "compiled_in_one_run": sorted(compiled_only, key=lambda c: (c["file"], c["line"]))[:50],
         "timing": timing[:15],
     }
@@ -172,7 +229,6 @@ def render(doc: dict, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .report import _brief, _ms, _short
     console.print(f"[bold]graphdbg diff[/] A={escape(doc['a']['file'])} "
                   f"(stance {doc['a']['stance'] or 'default'}, {doc['a']['graphs']} graphs, "
                   f"{doc['a']['ops']} eager ops)  B={escape(doc['b']['file'])} "
@@ -184,7 +240,7 @@ def render(doc: dict, console) -> None:
     console.print()
     if first:
         console.print(f"[red]✖ first divergence ({first['what']})[/] "
-                      f"[cyan]{escape(_short(first['file']))}:{first['line']}[/] {escape(first['op'])} "
+                      f"[cyan]{escape(short(first['file']))}:{first['line']}[/] {escape(first['op'])} "
                       f"(occurrence {first['occurrence']})")
         if first.get("code"):
             console.print(f"    [dim]{first['line']:>5} │[/] {escape(first['code'])}")
@@ -193,13 +249,13 @@ def render(doc: dict, console) -> None:
         console.print("[green]● no value or shape difference among aligned eager ops[/]")
     for g in doc["graph_boundaries"]:
         console.print(f"[red]✖ compiled graph {g['graph']} (run {g['compiled_in']}) output differs[/] at "
-                      f"[cyan]{escape(_short(g['file']))}:{g['line']}[/], call {g['call']}")
+                      f"[cyan]{escape(short(g['file']))}:{g['line']}[/], call {g['call']}")
         if g.get("code"):
             console.print(f"    [dim]{g['line']:>5} │[/] {escape(g['code'])}")
         console.print(f"    compiled: {escape(str(g['compiled']))}\n    eager:    {escape(str(g['eager']))}")
     if doc["compiled_in_one_run"]:
         console.print(f"{len(doc['compiled_in_one_run'])} lines ran compiled in one run and eagerly "
-                      f"in the other (e.g. {escape(_brief(doc['compiled_in_one_run'][0]['file']))}:"
+                      f"in the other (e.g. {escape(brief(doc['compiled_in_one_run'][0]['file']))}:"
                       f"{doc['compiled_in_one_run'][0]['line']})")
     if doc["timing"]:
         console.print()
@@ -209,12 +265,13 @@ def render(doc: dict, console) -> None:
             t.add_column(col, justify=just)
         for r in doc["timing"][:10]:
             sign = "+" if r["delta_ns"] >= 0 else "-"
-            t.add_row(escape(f"{_brief(r['file'])}:{r['line']}"), _ms(r["a_ns"]), _ms(r["b_ns"]),
-                      sign + _ms(abs(r["delta_ns"])))
+            t.add_row(escape(f"{brief(r['file'])}:{r['line']}"), ms(r["a_ns"]), ms(r["b_ns"]),
+                      sign + ms(abs(r["delta_ns"])))
         console.print(t)
 
 
 def main(a: str, b: str, as_json: bool, rtol: float) -> int:
+    """`graphdbg diff A B`: exit 1 when values or shapes differ."""
     doc = diff_runs(a, b, rtol=rtol)
     if as_json:
         json.dump(doc, sys.stdout, indent=1, default=str)
@@ -223,4 +280,3 @@ def main(a: str, b: str, as_json: bool, rtol: float) -> int:
         from rich.console import Console
         render(doc, Console(highlight=False, width=None if sys.stdout.isatty() else 120))
     return 1 if doc["first_divergence"] or doc["graph_boundaries"] else 0
-

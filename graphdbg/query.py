@@ -1,0 +1,771 @@
+"""The run file's query layer: typed, paged, thread-safe, torch-free.
+
+Every view (report, diff, the TUI, the pytest plugin) reads a run file
+through `Run` and gets frozen records; this module holds the only SQL
+outside `runfile.py` (which writes the file).
+
+    with graphdbg.open_run("x.run") as run:
+        for f in run.findings(severity="error"):
+            print(f.kind, f"{f.file}:{f.line}", f.message)
+        page = run.nodes(graph_id=1, offset=0, limit=50)
+
+- Opening validates the file (missing, directory, not SQLite, foreign,
+  newer schema, corrupt: `GraphdbgError` with a one-line message) and never
+  executes code: JSON and plain SQL values only, tensors stay raw bytes.
+- One read-only SQLite connection per thread, so a UI worker thread can use
+  the same `Run`; `close()` closes them all.
+- Lists are paged (`offset`, `limit`) or streamed (`iter_*`): a view never
+  needs the whole run in memory.
+- JSON columns come back parsed (shapes, dtypes, outputs, detail), except on
+  `Op`, which keeps the raw text (`shapes_json`...) and parses on access:
+  streaming a million ops should not parse what nobody reads.
+
+Imports only the standard library and graphdbg's torch-free modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Collection, Iterable, Iterator
+
+from .errors import GraphdbgError
+from .schema import FORMAT, SCHEMA_VERSION
+
+SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
+_CHUNK = 500  # ids per `IN (...)`: well under SQLite's variable limit
+_FRAME_CACHE_MAX = 100_000
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+# -- records --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A source location; the fields are None when no user frame is known."""
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+    id: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "function": self.function,
+                "code": self.code}
+
+
+NO_FRAME = Frame(None, None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """The run's `meta` table: what ran, how it ended, with what."""
+    file: str                      # absolute path of the run file
+    argv: list | None
+    cwd: str | None
+    module: bool | None
+    target: str | None
+    exit_status: int | None
+    status: str | None             # running | complete | failed | interrupted
+    started_at: float | None
+    ended_at: float | None
+    wall_s: float | None
+    values: str | None             # value tier
+    device: str | None
+    stance: str | None
+    python: str | None
+    torch: str | None
+    graphdbg: str | None
+    torch_counters: dict | None
+    counts: dict | None
+    ops_dropped: int | None
+    internal_errors: list
+    schema_version: int
+
+    @property
+    def versions(self) -> dict:
+        return {"python": self.python, "torch": self.torch, "graphdbg": self.graphdbg}
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """A compiled graph, with statistics of its calls."""
+    id: int
+    compile_id: str | None
+    backend: str | None
+    function: str | None           # the compiled function's name
+    file: str | None               # ... its file and first line
+    line: int | None
+    user_frame: int | None
+    stack_id: int | None
+    status: str | None
+    error: str | None
+    n_nodes: int | None
+    n_ops: int | None
+    n_inputs: int | None
+    compile_time_s: float | None
+    backend_time_s: float | None
+    created_seq: int | None
+    calls: int
+    total_call_ns: int             # 0 without calls
+    min_call_ns: int | None
+    max_call_ns: int | None
+
+    @property
+    def mean_call_ns(self) -> float | None:
+        return self.total_call_ns / self.calls if self.calls else None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node of a graph at its user's line; `eager_ns` is its time in the
+    eager reference run (None without one)."""
+    graph_id: int
+    idx: int
+    name: str
+    op: str
+    target: str | None
+    args: str | None
+    shapes: list | None
+    dtypes: list | None
+    module_path: str | None
+    module_class: str | None
+    eager_ns: int | None
+    user_frame: int | None
+    stack_id: int | None
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of a compiled graph; `outputs`: [{shape, dtype, stats}, ...]."""
+    seq: int
+    graph_id: int
+    call_idx: int
+    wall_ns: int | None
+    outputs: list
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One recorded eager op. The JSON columns stay text until read."""
+    seq: int
+    op: str
+    phase: str | None
+    time_ns: int | None
+    module_path: str | None
+    module_class: str | None
+    user_frame: int | None
+    stack_id: int | None
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+    shapes_json: str | None
+    dtypes_json: str | None
+    stats_json: str | None
+
+    @property
+    def shapes(self) -> list:
+        return json.loads(self.shapes_json) if self.shapes_json else []
+
+    @property
+    def dtypes(self) -> list:
+        return json.loads(self.dtypes_json) if self.dtypes_json else []
+
+    @property
+    def stats(self) -> list | None:
+        return _loads(self.stats_json)
+
+
+@dataclass(frozen=True, slots=True)
+class OpStat:
+    """Eager ops summed per (op, phase, user line, module): every op, also
+    those past `--max-ops`."""
+    op: str
+    phase: str | None
+    count: int
+    total_ns: int
+    max_ns: int
+    module_path: str | None
+    user_frame: int | None
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One diagnostic (docs/report-json.md lists kinds and details).
+    `stack`: user frames, outermost first."""
+    id: int
+    kind: str
+    severity: str
+    message: str | None
+    reason: str | None
+    hint: str | None
+    user_frame: int | None
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+    stack_id: int | None
+    stack: tuple[Frame, ...]
+    count: int
+    compile_ids: tuple[str, ...]
+    graph_id: int | None
+    node: str | None
+    op: str | None
+    detail: Any
+
+
+@dataclass(frozen=True, slots=True)
+class KindCount:
+    sites: int   # findings of the kind
+    count: int   # times they were hit
+
+
+@dataclass(frozen=True, slots=True)
+class LineTime:
+    """Time spent at a source line (see `Run.hot_lines`)."""
+    file: str
+    line: int | None
+    eager_ns: int
+    compiled_ns: int
+
+    @property
+    def total_ns(self) -> int:
+        return self.eager_ns + self.compiled_ns
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """A line of a snapshotted source file with what happened there."""
+    line: int
+    text: str
+    eager_ns: int                  # eager ops at this line (op summary)
+    compiled_ns: int               # calls of graphs whose function starts here
+    findings: tuple[int, ...]      # ids of findings reported at this line
+
+
+@dataclass(frozen=True, slots=True)
+class KeptTensor:
+    """A tensor kept with `--values full`: raw safetensors bytes (never
+    unpickled). `owner` is `op:<seq>` or `call:<seq>`."""
+    id: int
+    owner: str
+    name: str
+    data: bytes
+
+
+# -- the reader -----------------------------------------------------------------------
+
+class Run:
+    """A run file opened for reading. Thread-safe; a context manager."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if not os.path.exists(path):
+            raise GraphdbgError(f"no such run file: {path}")
+        if os.path.isdir(path):
+            raise GraphdbgError(f"{path} is a directory, not a run file")
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head != b"SQLite format 3\x00":
+            raise GraphdbgError(f"{path} is not a graphdbg run file")
+        # quoted: a path with '?' or '#' would otherwise end the URI early
+        self._uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._closed = False
+        self._frames: dict[int, Frame] = {}
+        try:
+            rows = self._db().execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise GraphdbgError(f"{path} is not a readable graphdbg run file ({exc})") from None
+        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in rows}
+        if self.meta.get("format") != FORMAT:
+            self.close()
+            raise GraphdbgError(f"{path} is not a graphdbg run file")
+        version = self.meta.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            self.close()
+            raise GraphdbgError(
+                f"{path} has run-file schema {version}; this graphdbg reads up to {SCHEMA_VERSION}")
+        m = self.meta
+        self.info = RunInfo(
+            file=os.path.abspath(path), argv=m.get("argv"), cwd=m.get("cwd"),
+            module=m.get("module"), target=m.get("target"), exit_status=m.get("exit_status"),
+            status=m.get("status"), started_at=m.get("started_at"), ended_at=m.get("ended_at"),
+            wall_s=m.get("wall_s"), values=m.get("values"), device=m.get("device"),
+            stance=m.get("stance"), python=m.get("python"), torch=m.get("torch"),
+            graphdbg=m.get("graphdbg"), torch_counters=m.get("torch_counters"),
+            counts=m.get("counts"), ops_dropped=m.get("ops_dropped"),
+            internal_errors=m.get("internal_errors") or [], schema_version=version)
+
+    def __repr__(self) -> str:
+        return f"<graphdbg.query.Run {self.path!r}{' closed' if self._closed else ''}>"
+
+    # -- connections ---------------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)  # closed by close(): the query fails, _fail says why
+        if db is None:
+            # check_same_thread=False only so that close() may close it from
+            # another thread; each connection is used by its own thread.
+            db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            with self._lock:
+                if self._closed:
+                    db.close()
+                    raise GraphdbgError(f"{self.path}: the run file was closed")
+                for t, c in [tc for tc in self._conns if not tc[0].is_alive()]:
+                    c.close()  # a finished worker thread's connection
+                    self._conns.remove((t, c))
+                self._conns.append((threading.current_thread(), db))
+            self._local.db = db
+        return db
+
+    def _fail(self, exc: sqlite3.Error) -> GraphdbgError:
+        if self._closed:
+            return GraphdbgError(f"{self.path}: the run file was closed")
+        if isinstance(exc, sqlite3.DatabaseError):
+            return GraphdbgError(f"{self.path} is damaged ({exc})")
+        raise exc  # misuse (say wrong parameters): a bug of ours, not the file's fault
+
+    def _rows(self, sql: str, args: Iterable = ()) -> list[sqlite3.Row]:
+        try:
+            return self._db().execute(sql, tuple(args)).fetchall()
+        except sqlite3.Error as exc:
+            raise self._fail(exc) from None
+
+    def _batches(self, sql: str, args: Iterable = ()) -> Iterator[list[sqlite3.Row]]:
+        try:
+            cur = self._db().execute(sql, tuple(args))
+            while rows := cur.fetchmany(1000):
+                yield rows
+        except sqlite3.Error as exc:
+            raise self._fail(exc) from None
+
+    def _iter(self, sql: str, args: Iterable = ()) -> Iterator[sqlite3.Row]:
+        for rows in self._batches(sql, args):
+            yield from rows
+
+    def close(self) -> None:
+        """Close every connection this object opened (in any thread)."""
+        with self._lock:
+            self._closed = True
+            for _, c in self._conns:
+                c.close()
+            self._conns.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def query(self, sql: str, args: Iterable = ()) -> list[sqlite3.Row]:
+        """Raw rows, for tests and ad-hoc inspection; views use the typed
+        accessors below."""
+        return self._rows(sql, args)
+
+    def count(self, table: str) -> int:
+        """Rows in a table of the run file."""
+        if not re.fullmatch(r"[a-z_]+", table):
+            raise ValueError(f"not a table name: {table!r}")
+        return self._rows(f"SELECT COUNT(*) FROM {table}")[0][0]
+
+    # -- frames and stacks -----------------------------------------------------------
+    def _resolve(self, ids: Iterable[int | None]) -> dict[int, Frame]:
+        """Frames by id, fetched in one query per chunk of unknown ids and cached."""
+        want = {i for i in ids if i is not None}
+        with self._lock:
+            have = {i: self._frames[i] for i in want if i in self._frames}
+        missing = [i for i in want if i not in have]
+        found: dict[int, Frame] = {}
+        for start in range(0, len(missing), _CHUNK):
+            part = missing[start:start + _CHUNK]
+            for r in self._rows("SELECT id, file, line, function, code FROM frames "
+                                f"WHERE id IN ({','.join('?' * len(part))})", part):
+                found[r[0]] = Frame(r[1], r[2], r[3], r[4], r[0])
+        if found:
+            with self._lock:
+                if len(self._frames) + len(found) > _FRAME_CACHE_MAX:
+                    self._frames.clear()  # bounded: a TUI paging through a huge run
+                self._frames.update(found)
+            have.update(found)
+        return have
+
+    def frame(self, frame_id: int | None) -> Frame | None:
+        return self._resolve([frame_id]).get(frame_id) if frame_id is not None else None
+
+    def _stack_ids(self, stack_ids: Iterable[int | None]) -> dict[int, list[int]]:
+        """The frame ids of stacks, by stack id."""
+        want = sorted({s for s in stack_ids if s is not None})
+        ids: dict[int, list[int]] = {}
+        for start in range(0, len(want), _CHUNK):
+            part = want[start:start + _CHUNK]
+            for r in self._rows(f"SELECT id, frames FROM stacks WHERE id IN "
+                                f"({','.join('?' * len(part))})", part):
+                ids[r[0]] = json.loads(r[1])
+        return ids
+
+    def stack(self, stack_id: int | None) -> tuple[Frame, ...]:
+        """The frames of a stack, outermost first (missing frames left out)."""
+        fids = self._stack_ids([stack_id]).get(stack_id, [])
+        frames = self._resolve(fids)
+        return tuple(frames[i] for i in fids if i in frames)
+
+    def _at(self, frame_id: int | None, frames: dict[int, Frame]) -> Frame:
+        return frames.get(frame_id, NO_FRAME) if frame_id is not None else NO_FRAME
+
+    # -- graphs, nodes, calls ------------------------------------------------------------
+    _GRAPH_SQL = (
+        "SELECT g.id, g.compile_id, g.backend, g.code_name, g.code_file, g.code_line, "
+        "g.user_frame, g.stack, g.status, g.error, g.n_nodes, g.n_ops, g.n_inputs, "
+        "g.compile_time_s, g.backend_time_s, g.created_seq, "
+        "c.calls, c.total_ns, c.min_ns, c.max_ns FROM graphs g LEFT JOIN ("
+        " SELECT graph_id, COUNT(*) AS calls, SUM(wall_ns) AS total_ns, MIN(wall_ns) AS min_ns,"
+        " MAX(wall_ns) AS max_ns FROM calls GROUP BY graph_id) c ON c.graph_id = g.id ")
+
+    @staticmethod
+    def _graph(r: sqlite3.Row) -> Graph:
+        return Graph(*r[:16], calls=r[16] or 0, total_call_ns=r[17] or 0,
+                     min_call_ns=r[18], max_call_ns=r[19])
+
+    def graphs(self) -> list[Graph]:
+        """Every graph, by id (graphs are few; the graph code is left out)."""
+        return [self._graph(r) for r in self._rows(self._GRAPH_SQL + "ORDER BY g.id")]
+
+    def graph(self, graph_id: int) -> Graph | None:
+        rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
+        return self._graph(rows[0]) if rows else None
+
+    def graph_code(self, graph_id: int) -> str | None:
+        """The Python code of a graph as Dynamo captured it."""
+        rows = self._rows("SELECT graph_code FROM graphs WHERE id = ?", (graph_id,))
+        return rows[0][0] if rows else None
+
+    _NODE_SQL = (
+        "SELECT n.graph_id, n.idx, n.name, n.op, n.target, n.args, n.shapes, n.dtypes, "
+        "n.module_path, n.module_class, t.eager_ns, n.user_frame, n.stack FROM nodes n "
+        "LEFT JOIN node_times t ON t.graph_id = n.graph_id AND t.node = n.name ")
+
+    def _nodes(self, rows: list[sqlite3.Row]) -> list[Node]:
+        frames = self._resolve(r[11] for r in rows)
+        out = []
+        for r in rows:
+            f = self._at(r[11], frames)
+            out.append(Node(r[0], r[1], r[2], r[3], r[4], r[5], _loads(r[6]), _loads(r[7]),
+                            r[8], r[9], r[10], r[11], r[12], f.file, f.line, f.function, f.code))
+        return out
+
+    def nodes(self, graph_id: int, offset: int = 0, limit: int | None = None) -> list[Node]:
+        """A page of a graph's nodes, in graph order (all of them by default:
+        one graph's nodes are few enough)."""
+        return self._nodes(self._rows(
+            self._NODE_SQL + "WHERE n.graph_id = ? ORDER BY n.idx LIMIT ? OFFSET ?",
+            (graph_id, -1 if limit is None else limit, offset)))
+
+    def node_count(self, graph_id: int) -> int:
+        return self._rows("SELECT COUNT(*) FROM nodes WHERE graph_id = ?", (graph_id,))[0][0]
+
+    def iter_nodes(self) -> Iterator[Node]:
+        """Every node of every graph, by graph then index, a batch at a time."""
+        for rows in self._batches(self._NODE_SQL + "ORDER BY n.graph_id, n.idx"):
+            yield from self._nodes(rows)
+
+    _CALL_SQL = "SELECT seq, graph_id, call_idx, wall_ns, outputs FROM calls "
+
+    @staticmethod
+    def _call(r: sqlite3.Row) -> Call:
+        return Call(r[0], r[1], r[2], r[3], json.loads(r[4] or "[]"))
+
+    def calls(self, graph_id: int | None = None, offset: int = 0,
+              limit: int | None = 100) -> list[Call]:
+        """A page of compiled calls (of one graph, or all), in call order."""
+        where, args = ("WHERE graph_id = ? ", [graph_id]) if graph_id is not None else ("", [])
+        return [self._call(r) for r in self._rows(
+            self._CALL_SQL + where + "ORDER BY seq LIMIT ? OFFSET ?",
+            (*args, -1 if limit is None else limit, offset))]
+
+    def iter_calls(self) -> Iterator[Call]:
+        """Every compiled call, in call order."""
+        return map(self._call, self._iter(self._CALL_SQL + "ORDER BY seq"))
+
+    # -- eager ops --------------------------------------------------------------------
+    # frames come from the frame cache, not a join: a million ops share a few
+    # thousand frames, and each joined row would copy their strings
+    _OP_SQL = ("SELECT seq, op, phase, time_ns, module_path, module_class, user_frame, stack, "
+               "shapes, dtypes, stats FROM ops ")
+
+    def _ops(self, rows: list[sqlite3.Row]) -> list[Op]:
+        frames = self._resolve(r[6] for r in rows)
+        out = []
+        for r in rows:
+            f = self._at(r[6], frames)
+            out.append(Op(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                          f.file, f.line, f.function, f.code, r[8], r[9], r[10]))
+        return out
+
+    def ops(self, offset: int = 0, limit: int | None = 100, *,
+            after_seq: int | None = None) -> list[Op]:
+        """A page of recorded eager ops, in execution order. ``after_seq``
+        (the last `seq` of the previous page) finds the page by index instead
+        of counting `offset` rows: constant time deep into a large run."""
+        where, args = ("WHERE seq > ? ", [after_seq]) if after_seq is not None else ("", [])
+        return self._ops(self._rows(self._OP_SQL + where + "ORDER BY seq LIMIT ? OFFSET ?",
+                                    (*args, -1 if limit is None else limit, offset)))
+
+    def iter_ops(self, *, lines: Collection[tuple[str, int]] | None = None,
+                 phase: str | None = None) -> Iterator[Op]:
+        """Recorded eager ops in execution order, optionally only those at
+        the given (file, line) pairs and of one phase."""
+        where, args = [], []
+        if lines is not None:
+            ids = self._frame_ids_at(lines)
+            if not ids:
+                return
+            where.append(f"user_frame IN ({','.join('?' * len(ids))})")
+            args += ids
+        if phase is not None:
+            where.append("phase = ?")
+            args.append(phase)
+        for rows in self._batches(self._OP_SQL + (f"WHERE {' AND '.join(where)} " if where else "")
+                                  + "ORDER BY seq", args):
+            yield from self._ops(rows)
+
+    def _frame_ids_at(self, lines: Collection[tuple[str, int]]) -> list[int]:
+        want = set(lines)
+        return [r[0] for r in self._iter("SELECT id, file, line FROM frames")
+                if (r[1], r[2]) in want]
+
+    def _by_line(self, sql: str) -> dict[tuple, int]:
+        """Rows (frame id, ..., n) summed per (file, line, ...) of the frame;
+        a missing frame counts as (None, None)."""
+        rows = self._rows(sql)
+        frames = self._resolve(r[0] for r in rows)
+        out: dict[tuple, int] = {}
+        for fid, *rest, n in rows:
+            f = self._at(fid, frames)
+            key = (f.file, f.line, *rest)
+            out[key] = out.get(key, 0) + (n or 0)
+        return out
+
+    def op_groups(self) -> dict[tuple, int]:
+        """How often each op ran at each line: {(file, line, op, phase): count}
+        of the recorded ops (file and line None without a user frame)."""
+        return self._by_line("SELECT user_frame, op, phase, COUNT(*) FROM ops "
+                             "GROUP BY user_frame, op, phase")
+
+    def op_stats(self, limit: int | None = 20) -> list[OpStat]:
+        """The op summary, most total time first."""
+        rows = self._rows("SELECT op, phase, user_frame, module_path, count, total_ns, max_ns "
+                          "FROM op_summary ORDER BY total_ns DESC LIMIT ?",
+                          (-1 if limit is None else limit,))
+        frames = self._resolve(r[2] for r in rows)
+        out = []
+        for r in rows:
+            f = self._at(r[2], frames)
+            out.append(OpStat(r[0], r[1], r[4], r[5], r[6], r[3] or None, r[2],
+                              f.file, f.line, f.function, f.code))
+        return out
+
+    def eager_totals(self) -> tuple[int, int]:
+        """(ops, total ns) of every eager op, recorded one by one or not."""
+        r = self._rows("SELECT COALESCE(SUM(count),0), COALESCE(SUM(total_ns),0) FROM op_summary")
+        return r[0][0], r[0][1]
+
+    # -- findings ---------------------------------------------------------------------
+    def findings(self, kind: str | Collection[str] | None = None,
+                 severity: str | Collection[str] | None = None) -> list[Finding]:
+        """Findings, errors first, then warnings, then info, each by first
+        appearance; filtered by kind(s) and severity(ies)."""
+        where, args = [], []
+        for col, val in (("kind", kind), ("severity", severity)):
+            if val is not None:
+                vals = [val] if isinstance(val, str) else list(val)
+                where.append(f"{col} IN ({','.join('?' * len(vals))})")
+                args += vals
+        rows = self._rows(
+            "SELECT id, kind, severity, message, reason, hint, user_frame, stack, count, "
+            "compile_ids, graph_id, node, op, detail FROM diagnostics "
+            + (f"WHERE {' AND '.join(where)} " if where else "")
+            + "ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 "
+              "WHEN 'info' THEN 2 ELSE 9 END, id", args)
+        stacks = self._stack_ids(r[7] for r in rows)
+        # every frame of every finding and stack in one query
+        frames = self._resolve([r[6] for r in rows] + [i for v in stacks.values() for i in v])
+        out = []
+        for r in rows:
+            f = self._at(r[6], frames)
+            stack = tuple(frames[i] for i in stacks.get(r[7], ()) if i in frames)
+            out.append(Finding(
+                id=r[0], kind=r[1], severity=r[2], message=r[3], reason=r[4], hint=r[5],
+                user_frame=r[6], file=f.file, line=f.line, function=f.function, code=f.code,
+                stack_id=r[7], stack=stack, count=r[8],
+                compile_ids=tuple(json.loads(r[9] or "[]")), graph_id=r[10], node=r[11],
+                op=r[12], detail=_loads(r[13])))
+        return out
+
+    def finding_counts(self) -> dict[str, KindCount]:
+        """Per kind: how many findings, and how often they were hit."""
+        return {r[0]: KindCount(r[1], r[2] or 0) for r in self._rows(
+            "SELECT kind, COUNT(*), SUM(count) FROM diagnostics GROUP BY kind ORDER BY kind")}
+
+    # -- where the time goes ----------------------------------------------------------
+    def hot_nodes(self, limit: int | None = 20) -> list[Node]:
+        """Graph nodes (call_* only) by their time in the eager reference run,
+        slowest first."""
+        return self._nodes(self._rows(
+            "SELECT n.graph_id, n.idx, n.name, n.op, n.target, n.args, n.shapes, n.dtypes, "
+            "n.module_path, n.module_class, t.eager_ns, n.user_frame, n.stack "
+            "FROM node_times t JOIN nodes n ON n.graph_id = t.graph_id AND n.name = t.node "
+            "WHERE n.op LIKE 'call_%' ORDER BY t.eager_ns DESC LIMIT ?",
+            (-1 if limit is None else limit,)))
+
+    def hot_lines(self, limit: int | None = 20, *, recorded_ops_only: bool = False) -> list[LineTime]:
+        """Time per source line, most first (then by file and line).
+
+        A line's time is `eager_ns` + `compiled_ns`:
+        - eager_ns: the eager ops whose user frame is at that line, from the
+          op summary (every op, also those past `--max-ops`), or with
+          ``recorded_ops_only`` from the ops recorded one by one;
+        - compiled_ns: the wall time of the calls of every graph whose
+          compiled function starts at that line (`Graph.file`, `Graph.line`).
+          A compiled call is not split over its nodes' lines: graphdbg does
+          not time compiled nodes one by one.
+        Lines without a file are left out.
+        """
+        col, table = ("time_ns", "ops") if recorded_ops_only else ("total_ns", "op_summary")
+        eager = self._by_line(f"SELECT user_frame, SUM({col}) FROM {table} "
+                              "WHERE user_frame IS NOT NULL GROUP BY user_frame")
+        times = {k: [ns, 0] for k, ns in eager.items() if k[0]}
+        for file, line, ns in self._iter(
+                "SELECT g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
+                "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
+                "g.code_file != '' GROUP BY g.code_file, g.code_line"):
+            times.setdefault((file, line), [0, 0])[1] += ns
+        out = [LineTime(f, ln, e, c) for (f, ln), (e, c) in times.items()]
+        out.sort(key=lambda t: (-t.total_ns, t.file, t.line if t.line is not None else -1))
+        return out if limit is None else out[:limit]
+
+    # -- sources and tensors ------------------------------------------------------------
+    def source(self, file: str) -> str | None:
+        """The snapshot of a user file taken during the run."""
+        rows = self._rows("SELECT text FROM sources WHERE file = ?", (file,))
+        return rows[0][0] if rows else None
+
+    def source_files(self) -> list[str]:
+        return [r[0] for r in self._rows("SELECT file FROM sources ORDER BY file")]
+
+    def source_lines(self, file: str) -> list[SourceLine]:
+        """A snapshotted file line by line, with the time spent at each line
+        (as `hot_lines`) and the findings reported there; [] if not kept."""
+        text = self.source(file)
+        if text is None:
+            return []
+        lines = re.split(r"\r\n|\r|\n", text)
+        if lines and lines[-1] == "":
+            lines.pop()
+        eager: dict[int, int] = {}
+        for line, ns in self._rows(
+                "SELECT f.line, SUM(s.total_ns) FROM op_summary s JOIN frames f "
+                "ON f.id = s.user_frame WHERE f.file = ? GROUP BY f.line", (file,)):
+            eager[line] = ns or 0
+        compiled: dict[int, int] = {}
+        for line, ns in self._rows(
+                "SELECT g.code_line, SUM(c.wall_ns) FROM calls c JOIN graphs g "
+                "ON g.id = c.graph_id WHERE g.code_file = ? GROUP BY g.code_line", (file,)):
+            compiled[line] = ns or 0
+        found: dict[int, list[int]] = {}
+        for line, fid in self._rows(
+                "SELECT f.line, d.id FROM diagnostics d JOIN frames f ON f.id = d.user_frame "
+                "WHERE f.file = ? ORDER BY d.id", (file,)):
+            found.setdefault(line, []).append(fid)
+        return [SourceLine(i, t, eager.get(i, 0), compiled.get(i, 0), tuple(found.get(i, ())))
+                for i, t in enumerate(lines, 1)]
+
+    def tensors(self, owner: str | None = None) -> list[KeptTensor]:
+        """Kept tensors of one owner (`op:12`, `call:7`), in the order kept;
+        without an owner, every one (all their bytes: up to the tensor budget)."""
+        where, args = ("WHERE owner = ? ", (owner,)) if owner is not None else ("", ())
+        return [KeptTensor(r[0], r[1], r[2], bytes(r[3])) for r in self._rows(
+            "SELECT id, owner, name, safetensors FROM tensors " + where + "ORDER BY id", args)]
+
+
+def open_run(path: str) -> Run:
+    """Open a run file for reading (see `Run`)."""
+    return Run(path)
+
+
+class RunReader:
+    """The earlier reader's interface, dicts instead of records, kept for
+    callers not yet moved to `Run` (tests use `query(sql)`)."""
+
+    def __init__(self, path: str) -> None:
+        self.run = Run(path)
+        self.path = path
+        self.meta = self.run.meta
+
+    def query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        return self.run.query(sql, args)
+
+    def iter_query(self, sql: str, args: tuple = ()) -> Iterator[sqlite3.Row]:
+        return self.run._iter(sql, args)
+
+    def frame(self, frame_id: int | None) -> dict | None:
+        if frame_id is None:
+            return None
+        rows = self.run.query("SELECT * FROM frames WHERE id = ?", (frame_id,))
+        return dict(rows[0]) if rows else None
+
+    def stack(self, stack_id: int | None) -> list[dict]:
+        return [self.frame(f.id) for f in self.run.stack(stack_id)]
+
+    def graphs(self) -> list[dict]:
+        return [dict(r) for r in self.run.query("SELECT * FROM graphs ORDER BY id")]
+
+    def nodes(self, graph_id: int) -> list[dict]:
+        out = []
+        for r in self.run.query("SELECT * FROM nodes WHERE graph_id=? ORDER BY idx", (graph_id,)):
+            d = dict(r)
+            d["shapes"], d["dtypes"] = _loads(d["shapes"]), _loads(d["dtypes"])
+            out.append(d)
+        return out
+
+    def diagnostics(self) -> list[dict]:
+        out = []
+        for r in self.run.query("SELECT * FROM diagnostics ORDER BY id"):
+            d = dict(r)
+            d["compile_ids"] = json.loads(d["compile_ids"] or "[]")
+            d["detail"] = _loads(d["detail"])
+            out.append(d)
+        return out
+
+    def source(self, file: str) -> str | None:
+        return self.run.source(file)
+
+    def count(self, table: str) -> int:
+        return self.run.count(table)
+
+    def close(self) -> None:
+        self.run.close()

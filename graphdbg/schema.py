@@ -1,0 +1,7 @@
+"""The run file's identity, shared by its writer and its reader: the tag in
+`meta.format` and the schema version `RunWriter` writes (the tables are in
+`graphdbg/runfile.py`: bump the version with them) and `graphdbg.query.Run`
+reads up to. Its own module, so that the reader need not import the writer."""
+
+FORMAT = "graphdbg-run"
+SCHEMA_VERSION = 1

@@ -1,0 +1,121 @@
+"""graphdbg.diff on runs written with RunWriter (no torch): alignment by line,
+op and occurrence when the two runs are out of step, and the streaming merge."""
+
+import json
+
+from graphdbg import diff
+from graphdbg.diff import diff_runs
+from graphdbg.query import Run
+from graphdbg.runfile import RunWriter
+
+
+def stats(mean):
+    return [{"mean": mean, "min": 0.0, "max": 1.0, "norm": 1.0, "std": 0.5}]
+
+
+def make(path, src, ops, graph=None):
+    """ops: (line, op, phase, shapes, stats, ns); graph: (line of its function,
+    line of its last node, [outputs of each call])."""
+    w = RunWriter(str(path))
+    seq = 0
+    for line, op, phase, shapes, st, ns in ops:
+        seq += 1
+        w.add("ops", (seq, op, phase, json.dumps(shapes), "[]", json.dumps(st) if st else None,
+                      ns, w.frame_id(src, line, "f"), None, None, None))
+    if graph:
+        fn_line, node_line, outputs = graph
+        w.put_graph(1, compile_id="0/0", backend="eager", code_name="f", code_file=src,
+                    code_line=fn_line, n_nodes=2, status="compiled")
+        w.add("nodes", (1, 0, "x", "placeholder", "x", None, None, None, None, None, None, ""))
+        w.add("nodes", (1, 1, "mul", "call_function", "mul", None, None,
+                        w.frame_id(src, node_line, "f"), None, None, None, ""))
+        for i, out in enumerate(outputs):
+            seq += 1
+            w.add("calls", (seq, 1, i, 500, json.dumps(out)))
+    w.close(exit_status=0, status="complete")
+    return str(path)
+
+
+def test_first_divergence_is_the_earliest_in_a_even_when_b_is_out_of_step(tmp_path):
+    src = str(tmp_path / "m.py")
+    a_ops = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10),   # differs: first in A
+             (2, "aten.mul.Tensor", "forward", [[2]], stats(0.2), 10),
+             (3, "aten.relu.default", "forward", [[2]], stats(0.3), 10),
+             (4, "aten.sum.default", "forward", [[]], stats(0.4), 10),   # differs: met first
+             (5, "aten.empty.memory_format", "forward", [[2]], stats(0.0), 10)]
+    # B runs line 4 first and line 1 last, has an extra op, and its empty() holds other garbage
+    b_ops = [(4, "aten.sum.default", "forward", [[]], stats(9.0), 20),
+             (9, "aten.extra.default", "forward", [[1]], None, 5),
+             (2, "aten.mul.Tensor", "forward", [[2]], stats(0.2), 10),
+             (3, "aten.relu.default", "forward", [[2]], stats(0.3), 10),
+             (5, "aten.empty.memory_format", "forward", [[2]], stats(7.0), 10),
+             (1, "aten.add.Tensor", "forward", [[2]], stats(5.0), 10)]
+    doc = diff_runs(make(tmp_path / "a.run", src, a_ops), make(tmp_path / "b.run", src, b_ops))
+    first = doc["first_divergence"]
+    assert (first["what"], first["line"], first["op"], first["occurrence"]) == (
+        "values", 1, "aten.add.Tensor", 0)
+    assert first["a"]["mean"] == 0.1 and first["b"]["mean"] == 5.0
+    assert (doc["aligned_ops"], doc["only_in_a"], doc["only_in_b"]) == (5, 0, 1)
+    assert (doc["a"]["ops"], doc["b"]["ops"]) == (5, 6)
+    times = {t["line"]: (t["a_ns"], t["b_ns"], t["delta_ns"]) for t in doc["timing"]}
+    assert times[4] == (10, 20, 10) and times[9] == (0, 5, 5) and times[1] == (10, 10, 0)
+    assert [t["line"] for t in doc["timing"]] == [4, 9, 1, 2, 3, 5]  # most changed first, ties by line
+
+
+def test_occurrences_shapes_and_only_in_counts(tmp_path):
+    src = str(tmp_path / "m.py")
+    a_ops = [(1, "aten.add.Tensor", "forward", [[2]], None, 1)] * 3
+    b_ops = [(1, "aten.add.Tensor", "forward", [[2]], None, 1),
+             (1, "aten.add.Tensor", "forward", [[3]], None, 1)]   # 2nd occurrence: other shape
+    doc = diff_runs(make(tmp_path / "a.run", src, a_ops), make(tmp_path / "b.run", src, b_ops))
+    assert (doc["aligned_ops"], doc["only_in_a"], doc["only_in_b"]) == (2, 1, 0)
+    first = doc["first_divergence"]
+    assert (first["what"], first["occurrence"], first["a"], first["b"]) == (
+        "shape", 1, [[2]], [[3]])
+    same = diff_runs(make(tmp_path / "c.run", src, a_ops), make(tmp_path / "d.run", src, a_ops))
+    assert same["first_divergence"] is None and same["aligned_ops"] == 3
+    # a negative tolerance finds even equal values different (no shortcut on equal text)
+    with_stats = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 1)]
+    e, f = make(tmp_path / "e.run", src, with_stats), make(tmp_path / "f.run", src, with_stats)
+    assert diff_runs(e, f)["first_divergence"] is None
+    assert diff_runs(e, f, rtol=-1)["first_divergence"]["what"] == "values"
+
+
+def test_compiled_graph_output_against_the_other_runs_value_at_that_line(tmp_path):
+    src = str(tmp_path / "m.py")
+    eager = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10),
+             (3, "aten.mul.Tensor", "forward", [[4]], stats(0.5), 10),   # graph output, call 0
+             (3, "aten.mul.Tensor", "forward", [[4]], stats(0.7), 10)]   # call 1
+    compiled = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10)]
+    outs = [[{"shape": [4], "dtype": "float32", "stats": stats(0.5)[0]}],
+            [{"shape": [4], "dtype": "float32", "stats": stats(3.0)[0]}]]
+    doc = diff_runs(make(tmp_path / "e.run", src, eager),
+                    make(tmp_path / "c.run", src, compiled, graph=(2, 3, outs)))
+    assert doc["first_divergence"] is None
+    (b,) = doc["graph_boundaries"]
+    assert (b["compiled_in"], b["graph"], b["call"], b["line"]) == ("B", 1, 1, 3)
+    assert b["compiled"]["mean"] == 3.0 and b["eager"]["mean"] == 0.7
+    assert doc["compiled_in_one_run"] == [{"compiled_in": "B", "file": src, "line": 3}]
+    times = {t["line"]: (t["a_ns"], t["b_ns"]) for t in doc["timing"]}
+    assert times[2] == (0, 1000) and times[3] == (20, 0)  # two calls at the function's line
+
+
+def test_the_merge_stops_once_nothing_earlier_in_a_is_left(tmp_path, monkeypatch):
+    src = str(tmp_path / "m.py")
+    ops = [(1 + i % 50, "aten.add.Tensor", "forward", [[2]], stats(0.1), 1) for i in range(5000)]
+    bad = list(ops)
+    bad[3] = (bad[3][0], "aten.add.Tensor", "forward", [[2]], stats(0.9), 1)
+    pa, pb = make(tmp_path / "a.run", src, ops), make(tmp_path / "b.run", src, bad)
+    read = []
+    real = Run.iter_ops
+
+    def counting(self, **kw):
+        for o in real(self, **kw):
+            read.append(o.seq)
+            yield o
+
+    monkeypatch.setattr(Run, "iter_ops", counting)
+    with Run(pa) as ra, Run(pb) as rb:
+        first = diff._first_value_divergence(diff._side(ra), diff._side(rb), 1e-3)
+    assert first["line"] == 4 and first["a"]["mean"] == 0.1
+    assert len(read) < 20, len(read)  # not 10000: both streams stop right after

@@ -1,0 +1,315 @@
+"""graphdbg.query on a small run written with RunWriter (no torch): every
+record below is known exactly."""
+
+import json
+import os
+import sqlite3
+import threading
+
+import pytest
+
+from graphdbg.errors import GraphdbgError
+from graphdbg.query import Frame, Run, RunReader, open_run
+from graphdbg.runfile import SCHEMA_VERSION, RunWriter
+
+SOURCE = """\
+def f(x):
+    y = x + 1
+    z = y * 2  # scale
+    return z
+
+f(1)
+"""
+
+
+@pytest.fixture
+def run_file(tmp_path):
+    src = tmp_path / "user.py"
+    src.write_text(SOURCE)
+    s = str(src)
+    w = RunWriter(str(tmp_path / "x.run"))
+    w.set_meta(argv=["user.py", "--n", "1"], cwd=str(tmp_path), module=False, values="stats",
+               torch="2.13.0", stance="force_eager", counts={"recompiles": 1})
+    add, mul, ret = w.frame_id(s, 2, "f"), w.frame_id(s, 3, "f"), w.frame_id(s, 4, "f")
+    stack = w.stack_id([(s, 6, "<module>"), (s, 3, "f")])
+    w.put_graph(1, compile_id="0/0", backend="eager", code_name="f", code_file=s, code_line=1,
+                n_nodes=5, status="compiled", graph_code="def forward(x): ...")
+    w.put_graph(2, compile_id="1/0", backend="eager", code_name="g", code_file=s, code_line=6,
+                n_nodes=1, status="compiled")
+    for idx, (name, op, frame) in enumerate([("x", "placeholder", None), ("add", "call_function", add),
+                                             ("mul", "call_function", mul), ("lin", "call_module", mul),
+                                             ("output", "output", None)]):
+        w.add("nodes", (1, idx, name, op, name, json.dumps([[2, idx]]), json.dumps(["float32"]),
+                        frame, stack if frame else None, "m.lin" if name == "lin" else None, None, ""))
+    w.add("nodes", (2, 0, "y", "placeholder", "y", None, None, None, None, None, None, ""))
+    for name, ns in (("x", 999), ("add", 300), ("mul", 100), ("lin", 200)):
+        w.add("node_times", (1, name, ns))
+    w.add("calls", (1, 1, 0, 1000, json.dumps([{"shape": [2], "dtype": "float32", "stats": None}])))
+    w.add("calls", (7, 1, 1, 3000, "[]"))
+    for seq, op, phase, frame, ns in ((2, "aten.add.Tensor", "forward", add, 10),
+                                      (3, "aten.mul.Tensor", "forward", mul, 20),
+                                      (4, "aten.mul.Tensor", "backward", mul, 45),
+                                      (5, "aten.sum.default", "forward", None, 5),
+                                      (6, "aten.add.Tensor", "forward", add, 30)):
+        w.add("ops", (seq, op, phase, json.dumps([[2]]), '["float32"]', None, ns, frame, None,
+                      None, None))
+        w.add_op_summary(op, phase, frame, None, ns)
+    w.add_op_summary("aten.mul.Tensor", "forward", mul, None, 1000)  # past --max-ops: summary only
+    w.diagnostic("i", kind="graph_break", severity="info", message="note", user_frame=add)
+    w.diagnostic("e", kind="runtime_error", severity="error", message="boom", user_frame=mul,
+                 stack=stack, detail={"exception": "ValueError"})
+    for cid in ("0/0", "0/1"):
+        w.diagnostic("w1", kind="recompile", severity="warning", message="guard", user_frame=ret,
+                     stack=stack, compile_id=cid)
+    w.diagnostic("w2", kind="graph_break", severity="warning", message="break", hint="do x")
+    w.add("tensors", ("op:3", "0", b"\x08\x00safetensors-bytes"))
+    w.add("tensors", ("call:1", "0", b"other"))
+    w.close(exit_status=0, status="complete", wall_s=1.5)
+    return tmp_path / "x.run"
+
+
+def test_run_info_and_graphs_with_call_statistics(run_file):
+    with open_run(str(run_file)) as run:
+        i = run.info
+        assert (i.file, i.argv, i.exit_status, i.status, i.wall_s, i.stance) == (
+            str(run_file), ["user.py", "--n", "1"], 0, "complete", 1.5, "force_eager")
+        assert i.versions["torch"] == "2.13.0" and i.counts == {"recompiles": 1}
+        assert i.internal_errors == [] and i.schema_version == SCHEMA_VERSION
+        g1, g2 = run.graphs()
+        assert (g1.id, g1.function, g1.line, g1.calls, g1.total_call_ns, g1.min_call_ns,
+                g1.max_call_ns, g1.mean_call_ns) == (1, "f", 1, 2, 4000, 1000, 3000, 2000)
+        assert (g2.calls, g2.total_call_ns, g2.min_call_ns, g2.mean_call_ns) == (0, 0, None, None)
+        assert run.graph(2) == g2 and run.graph(9) is None
+        assert run.graph_code(1) == "def forward(x): ..."
+        assert [c.wall_ns for c in run.calls(graph_id=1)] == [1000, 3000]
+        assert run.calls(offset=1, limit=5)[0].call_idx == 1
+        assert [c.seq for c in run.iter_calls()] == [1, 7]
+        assert run.calls()[0].outputs == [{"shape": [2], "dtype": "float32", "stats": None}]
+
+
+def test_nodes_are_paged_in_graph_order(run_file):
+    with Run(str(run_file)) as run:
+        assert run.node_count(1) == 5
+        first = run.nodes(1, offset=0, limit=2)
+        assert [n.name for n in first] == ["x", "add"]
+        assert [n.name for n in run.nodes(1, offset=2, limit=2)] == ["mul", "lin"]
+        assert [n.name for n in run.nodes(1, offset=4, limit=2)] == ["output"]  # last page
+        assert run.nodes(1, offset=5, limit=2) == []
+        assert [n.idx for n in run.nodes(1)] == [0, 1, 2, 3, 4]
+        add = first[1]
+        assert (add.file, add.line, add.function, add.code) == (
+            str(run_file.parent / "user.py"), 2, "f", "y = x + 1")
+        assert (add.eager_ns, add.shapes, add.dtypes) == (300, [[2, 1]], ["float32"])
+        assert first[0].file is None and run.nodes(2)[0].eager_ns is None
+        assert [(n.graph_id, n.name) for n in run.iter_nodes()][-2:] == [(1, "output"), (2, "y")]
+
+
+def test_findings_are_ordered_filtered_and_carry_their_stacks(run_file):
+    with Run(str(run_file)) as run:
+        statements = []
+        run._db().set_trace_callback(statements.append)
+        found = run.findings()
+        # one query for the findings, one for their stacks, one for the frames of both
+        # (the stacks' outer frame is no finding's own frame)
+        assert len(statements) <= 3, statements
+        assert [(d.severity, d.message) for d in found] == [
+            ("error", "boom"), ("warning", "guard"), ("warning", "break"), ("info", "note")]
+        boom, guard, brk, _ = found
+        assert [(f.line, f.function) for f in boom.stack] == [(6, "<module>"), (3, "f")]
+        assert boom.stack[-1].code == "z = y * 2  # scale"
+        assert (boom.line, boom.code, boom.detail) == (3, "z = y * 2  # scale", {"exception": "ValueError"})
+        assert (guard.count, guard.compile_ids, guard.line) == (2, ("0/0", "0/1"), 4)
+        assert (brk.file, brk.stack, brk.hint, brk.detail) == (None, (), "do x", None)
+        assert [d.message for d in run.findings(kind="graph_break")] == ["break", "note"]
+        assert [d.message for d in run.findings(severity=("error", "info"))] == ["boom", "note"]
+        assert run.findings(kind="graph_break", severity="error") == []
+        counts = run.finding_counts()
+        assert (counts["recompile"].sites, counts["recompile"].count) == (1, 2)
+        assert (counts["graph_break"].sites, counts["graph_break"].count) == (2, 2)
+        assert run.stack(boom.stack_id) == boom.stack and run.stack(None) == ()
+        assert run.frame(boom.user_frame) == Frame(boom.file, 3, "f", boom.code, boom.user_frame)
+
+
+def test_eager_ops_pages_streams_and_summary(run_file):
+    with Run(str(run_file)) as run:
+        assert [o.seq for o in run.ops(offset=1, limit=2)] == [3, 4]
+        assert [o.seq for o in run.ops(offset=4, limit=10)] == [6]
+        assert [o.seq for o in run.ops(after_seq=3, limit=2)] == [4, 5]
+        assert [o.seq for o in run.iter_ops()] == [2, 3, 4, 5, 6]
+        src = str(run_file.parent / "user.py")
+        assert [o.seq for o in run.iter_ops(lines={(src, 3)}, phase="forward")] == [3]
+        assert list(run.iter_ops(lines={(src, 99)})) == []
+        op = run.ops(limit=1)[0]
+        assert (op.shapes, op.dtypes, op.stats, op.line) == ([[2]], ["float32"], None, 2)
+        assert run.op_groups() == {
+            (None, None, "aten.sum.default", "forward"): 1, (src, 2, "aten.add.Tensor", "forward"): 2,
+            (src, 3, "aten.mul.Tensor", "backward"): 1, (src, 3, "aten.mul.Tensor", "forward"): 1}
+        stats = run.op_stats(limit=2)
+        assert [(s.op, s.phase, s.count, s.total_ns, s.max_ns) for s in stats] == [
+            ("aten.mul.Tensor", "forward", 2, 1020, 1000), ("aten.mul.Tensor", "backward", 1, 45, 45)]
+        assert stats[0].module_path is None and stats[0].line == 3
+        assert run.eager_totals() == (6, 1110)
+        assert run.count("ops") == 5
+
+
+def test_ops_of_one_line_count_together_whatever_their_function(tmp_path):
+    # two frames of one line (say a lambda's and its caller's): one place for diff
+    src = tmp_path / "m.py"
+    src.write_text("y = (lambda v: v + 1)(x)\n")
+    w = RunWriter(str(tmp_path / "l.run"))
+    for seq, fn in ((1, "<module>"), (2, "<lambda>"), (3, "<lambda>")):
+        fid = w.frame_id(str(src), 1, fn)
+        w.add("ops", (seq, "aten.add.Tensor", "forward", "[]", "[]", None, 10 * seq, fid, None,
+                      None, None))
+    w.close()
+    with Run(str(tmp_path / "l.run")) as run:
+        assert run.op_groups() == {(str(src), 1, "aten.add.Tensor", "forward"): 3}
+        (t,) = run.hot_lines(recorded_ops_only=True)
+        assert (t.line, t.eager_ns) == (1, 60)
+
+
+def test_hot_nodes_and_hot_lines(run_file):
+    with Run(str(run_file)) as run:
+        # call_* nodes only: the placeholder's 999 ns is not a node's work
+        assert [(n.name, n.eager_ns) for n in run.hot_nodes()] == [("add", 300), ("lin", 200),
+                                                                   ("mul", 100)]
+        assert run.hot_nodes(limit=1)[0].module_path is None
+        src = str(run_file.parent / "user.py")
+        lines = run.hot_lines()
+        # line 3: eager 20 + 45 + 1000 (summary); line 1: graph 1's two calls; line 2: 10 + 30
+        assert [(t.line, t.eager_ns, t.compiled_ns) for t in lines] == [
+            (1, 0, 4000), (3, 1065, 0), (2, 40, 0)]
+        assert all(t.file == src for t in lines)
+        recorded = run.hot_lines(None, recorded_ops_only=True)
+        assert [(t.line, t.total_ns) for t in recorded] == [(1, 4000), (3, 65), (2, 40)]
+        assert run.hot_lines(limit=1)[0].total_ns == 4000
+
+
+def test_source_lines_and_kept_tensors(run_file):
+    src = str(run_file.parent / "user.py")
+    with Run(str(run_file)) as run:
+        assert run.source(src) == SOURCE and run.source("/nope.py") is None
+        assert run.source_files() == [src]
+        lines = run.source_lines(src)
+        assert [s.text for s in lines] == SOURCE.splitlines()
+        by_line = {s.line: s for s in lines}
+        assert (by_line[1].compiled_ns, by_line[2].eager_ns, by_line[3].eager_ns) == (4000, 40, 1065)
+        assert [run.findings()[0].id] == list(by_line[3].findings)
+        assert by_line[5].findings == () and by_line[6].compiled_ns == 0
+        assert run.source_lines("/nope.py") == []
+        (t,) = run.tensors("op:3")
+        assert (t.owner, t.name, t.data) == ("op:3", "0", b"\x08\x00safetensors-bytes")
+        assert [t.owner for t in run.tensors()] == ["op:3", "call:1"]
+
+
+def test_a_second_thread_reads_the_same_object(run_file):
+    run = Run(str(run_file))
+    mine = run.findings()
+    got, errors = {}, []
+
+    def worker():
+        try:
+            got["findings"] = run.findings()
+            got["nodes"] = run.nodes(1, limit=3)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert errors == [] and got["findings"] == mine and len(got["nodes"]) == 3
+    assert len(run._conns) == 2  # one connection per thread
+    run.close()
+    with pytest.raises(GraphdbgError, match="closed"):
+        run.findings()
+
+
+def test_close_closes_every_connection_and_the_context_manager_closes(run_file):
+    with Run(str(run_file)) as run:
+        t = threading.Thread(target=run.graphs)
+        t.start()
+        t.join()
+        conns = [c for _, c in run._conns]
+    assert run.closed and conns
+    errors = []
+
+    def late():  # a thread that never read before close() gets no new connection
+        try:
+            run.graphs()
+        except GraphdbgError as exc:
+            errors.append(str(exc))
+
+    t = threading.Thread(target=late)
+    t.start()
+    t.join()
+    assert errors == [f"{run_file}: the run file was closed"]
+    for c in conns:
+        with pytest.raises(sqlite3.ProgrammingError):
+            c.execute("SELECT 1")
+    with pytest.raises(GraphdbgError, match="closed"):
+        run.graphs()
+
+
+def test_reader_refuses_what_is_not_a_readable_run(tmp_path, run_file):
+    with pytest.raises(GraphdbgError, match=r"^no such run file: .*missing\.run$"):
+        Run(str(tmp_path / "missing.run"))
+    with pytest.raises(GraphdbgError, match="is a directory, not a run file"):
+        Run(str(tmp_path))
+    (tmp_path / "notes.txt").write_text("hello\n")
+    with pytest.raises(GraphdbgError, match=r"notes\.txt is not a graphdbg run file$"):
+        Run(str(tmp_path / "notes.txt"))
+    db = sqlite3.connect(tmp_path / "other.db")
+    db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    db.execute("INSERT INTO meta VALUES ('format', '\"something-else\"')")
+    db.commit()
+    db.close()
+    with pytest.raises(GraphdbgError, match=r"other\.db is not a graphdbg run file$"):
+        Run(str(tmp_path / "other.db"))
+    (tmp_path / "broken.run").write_bytes(b"SQLite format 3\x00" + b"\x13" * 3000)
+    with pytest.raises(GraphdbgError, match=r"broken\.run is not a readable graphdbg run file \("):
+        Run(str(tmp_path / "broken.run"))
+    w = RunWriter(str(tmp_path / "new.run"))
+    w.set_meta(schema_version=SCHEMA_VERSION + 1)
+    w.close()
+    with pytest.raises(GraphdbgError, match=f"has run-file schema {SCHEMA_VERSION + 1}; "
+                                            f"this graphdbg reads up to {SCHEMA_VERSION}"):
+        Run(str(tmp_path / "new.run"))
+
+
+def test_a_file_damaged_after_its_header_fails_with_one_line(tmp_path):
+    w = RunWriter(str(tmp_path / "big.run"))
+    for seq in range(20000):
+        w.add("ops", (seq, "aten.add.Tensor", "forward", "[[1024]]", '["float32"]', None, 1,
+                      None, None, "m" * 40, None))
+    w.close(exit_status=0, status="complete")
+    path = tmp_path / "big.run"
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:  # meta (page 2) survives; the ops pages do not
+        fh.seek(size // 2)
+        fh.write(b"\xff" * (size // 4))
+    with Run(str(path)) as run, pytest.raises(GraphdbgError, match=r"big\.run is damaged \(.+\)$"):
+        list(run.iter_ops())
+
+
+def test_run_reader_keeps_the_earlier_interface(run_file):
+    r = RunReader(str(run_file))
+    assert r.meta["status"] == "complete" and r.count("ops") == 5
+    assert [row["op"] for row in r.query("SELECT op FROM ops ORDER BY seq")][:2] == [
+        "aten.add.Tensor", "aten.mul.Tensor"]
+    (d,) = [d for d in r.diagnostics() if d["message"] == "boom"]
+    assert r.frame(d["user_frame"])["code"] == "z = y * 2  # scale"
+    assert [f["line"] for f in r.stack(d["stack"])] == [6, 3]
+    assert r.nodes(1)[1]["shapes"] == [[2, 1]] and r.graphs()[0]["code_name"] == "f"
+    r.close()
+
+
+def test_report_document_takes_a_run_a_reader_or_a_path(run_file):
+    from graphdbg.report import document
+    with Run(str(run_file)) as run:
+        doc = document(run)
+        assert not run.closed  # the caller's run stays open
+    assert document(str(run_file)) == doc == document(RunReader(str(run_file)))
+    assert [d["message"] for d in doc["diagnostics"]] == ["boom", "guard", "break", "note"]
+    assert [n["name"] for n in doc["graphs"][0]["nodes"]] == ["x", "add", "mul", "lin", "output"]
+    assert "nodes" not in document(str(run_file), nodes=False)["graphs"][0]
+    assert doc["eager"]["ops"] == 6 and doc["hot_nodes"][0]["node"] == "add"
