@@ -15,7 +15,7 @@ import sys
 
 from .errors import GraphdbgError
 from .format import brief, code_part, ms, short
-from .query import Finding, Frame, Node, OpStat, Run, RunReader
+from .query import Finding, Frame, Node, OpStat, Run
 
 JSON_SCHEMA = "graphdbg-report/1"
 
@@ -29,12 +29,10 @@ def newest_run(directory: str = ".") -> str:
     return max(runs, key=os.path.getmtime)
 
 
-def _open(run: Run | RunReader | str) -> tuple[Run, bool]:
+def _open(run: Run | str) -> tuple[Run, bool]:
     """The `Run` behind what callers give, and whether we opened it."""
     if isinstance(run, Run):
         return run, False
-    if isinstance(run, RunReader):
-        return run.run, False
     return Run(run), True
 
 
@@ -42,9 +40,9 @@ def _where(x: Frame | Node | OpStat | Finding) -> dict:
     return {"file": x.file, "line": x.line, "function": x.function, "code": x.code}
 
 
-def document(run: Run | RunReader | str, *, nodes: bool = True) -> dict:
+def document(run: Run | str, *, nodes: bool = True) -> dict:
     """The JSON report: run, graphs (with nodes), diagnostics, eager summary.
-    ``run``: a `Run` (`graphdbg.open_run`), a `RunReader` or a path."""
+    ``run``: a `Run` (`graphdbg.open_run`) or a path."""
     run, opened = _open(run)
     try:
         return _document(run, nodes)

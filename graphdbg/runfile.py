@@ -126,7 +126,7 @@ class RunWriter:
         self._diags: dict[str, dict] = {}
         self._dirty_diags: set[str] = set()
         self._op_summary: dict[tuple, list[int]] = {}
-        self._summary_dirty = False
+        self._dirty_summary: set[tuple] = set()
         self._files: set[str] = set()
         self._snapshotted: set[str] = set()
         self._commit_interval = commit_interval
@@ -208,7 +208,7 @@ class RunWriter:
                 agg[1] += time_ns
                 if time_ns > agg[2]:
                     agg[2] = time_ns
-            self._summary_dirty = True
+            self._dirty_summary.add(key)
 
     def put_graph(self, graph_id: int, **fields: Any) -> None:
         """Create or update a graph row (graphs are few; kept in memory)."""
@@ -302,11 +302,16 @@ class RunWriter:
                         f"INSERT OR REPLACE INTO diagnostics VALUES ({','.join('?' * len(DIAG_COLUMNS))})",
                         rows)
                     self._dirty_diags.clear()
-                if self._summary_dirty:
+                if self._dirty_summary:
+                    # user_frame may be NULL, which a primary key never matches
+                    # (INSERT OR REPLACE would add a second row): delete with IS
+                    keys = list(self._dirty_summary)
                     db.executemany(
-                        "INSERT OR REPLACE INTO op_summary VALUES (?,?,?,?,?,?,?)",
-                        [(*k, *v) for k, v in self._op_summary.items()])
-                    self._summary_dirty = False
+                        "DELETE FROM op_summary WHERE op = ? AND phase = ? AND user_frame IS ? "
+                        "AND module_path = ?", keys)
+                    db.executemany("INSERT INTO op_summary VALUES (?,?,?,?,?,?,?)",
+                                   [(*k, *self._op_summary[k]) for k in keys])
+                    self._dirty_summary.clear()
                 self._snapshot_sources(db)
                 db.execute("COMMIT")
             except BaseException:
@@ -342,12 +347,3 @@ class RunWriter:
     def abandon(self) -> None:
         """In a forked child: drop the parent's connection without touching the file."""
         self.closed = True
-
-
-def __getattr__(name: str):
-    # RunReader moved to graphdbg.query (the read side); imported lazily as
-    # query imports this module.
-    if name == "RunReader":
-        from .query import RunReader
-        return RunReader
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

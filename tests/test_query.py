@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from graphdbg.errors import GraphdbgError
-from graphdbg.query import Frame, Run, RunReader, open_run
+from graphdbg.query import Frame, Run, open_run
 from graphdbg.runfile import SCHEMA_VERSION, RunWriter
 
 SOURCE = """\
@@ -291,24 +291,12 @@ def test_a_file_damaged_after_its_header_fails_with_one_line(tmp_path):
         list(run.iter_ops())
 
 
-def test_run_reader_keeps_the_earlier_interface(run_file):
-    r = RunReader(str(run_file))
-    assert r.meta["status"] == "complete" and r.count("ops") == 5
-    assert [row["op"] for row in r.query("SELECT op FROM ops ORDER BY seq")][:2] == [
-        "aten.add.Tensor", "aten.mul.Tensor"]
-    (d,) = [d for d in r.diagnostics() if d["message"] == "boom"]
-    assert r.frame(d["user_frame"])["code"] == "z = y * 2  # scale"
-    assert [f["line"] for f in r.stack(d["stack"])] == [6, 3]
-    assert r.nodes(1)[1]["shapes"] == [[2, 1]] and r.graphs()[0]["code_name"] == "f"
-    r.close()
-
-
-def test_report_document_takes_a_run_a_reader_or_a_path(run_file):
+def test_report_document_takes_a_run_or_a_path(run_file):
     from graphdbg.report import document
     with Run(str(run_file)) as run:
         doc = document(run)
         assert not run.closed  # the caller's run stays open
-    assert document(str(run_file)) == doc == document(RunReader(str(run_file)))
+    assert document(str(run_file)) == doc
     assert [d["message"] for d in doc["diagnostics"]] == ["boom", "guard", "break", "note"]
     assert [n["name"] for n in doc["graphs"][0]["nodes"]] == ["x", "add", "mul", "lin", "output"]
     assert "nodes" not in document(str(run_file), nodes=False)["graphs"][0]

@@ -6,7 +6,8 @@ import sqlite3
 import pytest
 
 from graphdbg.errors import GraphdbgError
-from graphdbg.runfile import SCHEMA_VERSION, RunReader, RunWriter
+from graphdbg.query import Run
+from graphdbg.runfile import SCHEMA_VERSION, RunWriter
 from graphdbg.sourcemap import Frame, original_function, parse_traceback
 
 
@@ -25,14 +26,14 @@ def test_round_trip_frames_stacks_and_diagnostics(tmp_path):
                     fid, stack, None, None, ""))
     w.close(exit_status=0, status="complete")
 
-    r = RunReader(str(tmp_path / "x.run"))
-    assert r.meta["schema_version"] == SCHEMA_VERSION and r.meta["status"] == "complete"
-    (d,) = r.diagnostics()
-    assert d["count"] == 3 and d["compile_ids"] == ["0/0", "0/1"]
-    assert r.frame(d["user_frame"])["code"] == "b = a + 1"
-    assert [f["line"] for f in r.stack(d["stack"])] == [1, 2]
-    assert r.source(str(src)).startswith("a = 1")
-    assert r.nodes(1)[0]["shapes"] == [[2, 3]]
+    with Run(str(tmp_path / "x.run")) as r:
+        assert r.meta["schema_version"] == SCHEMA_VERSION and r.info.status == "complete"
+        (d,) = r.findings()
+        assert d.count == 3 and d.compile_ids == ("0/0", "0/1")
+        assert d.code == "b = a + 1"
+        assert [f.line for f in d.stack] == [1, 2]
+        assert r.source(str(src)).startswith("a = 1")
+        assert r.nodes(1)[0].shapes == [[2, 3]]
 
 
 def test_rows_are_committed_before_close(tmp_path):
@@ -49,7 +50,7 @@ def test_reader_refuses_newer_schema(tmp_path):
     w.set_meta(schema_version=SCHEMA_VERSION + 1)
     w.close()
     with pytest.raises(GraphdbgError, match="schema"):
-        RunReader(str(tmp_path / "x.run"))
+        Run(str(tmp_path / "x.run"))
 
 
 def test_reader_refuses_sqlite_without_meta(tmp_path):
@@ -58,7 +59,7 @@ def test_reader_refuses_sqlite_without_meta(tmp_path):
     db.execute("INSERT INTO meta VALUES ('format', '\"something-else\"')")
     db.commit()
     with pytest.raises(GraphdbgError, match="not a graphdbg run file"):
-        RunReader(str(tmp_path / "y.run"))
+        Run(str(tmp_path / "y.run"))
 
 
 def test_parse_traceback_and_resume_names():
@@ -70,3 +71,16 @@ def test_parse_traceback_and_resume_names():
         ("/a/layers.py", 3, "proj", "return x @ w")]
     assert original_function("torch_dynamo_resume_in_forward_at_19") == ("forward", 19)
     assert original_function("forward") == ("forward", None)
+
+
+def test_op_summary_is_one_row_per_group_across_flushes(tmp_path):
+    # backward ops without a forward line have no user frame (NULL in the key)
+    w = RunWriter(str(tmp_path / "x.run"))
+    for i in range(3):
+        w.add_op_summary("aten.detach.default", "backward", None, None, 10)
+        w.add_op_summary("aten.mm.default", "forward", 1, "net.fc", 5)
+        w.flush()
+    w.close()
+    db = sqlite3.connect(tmp_path / "x.run")
+    rows = db.execute("SELECT op, user_frame, count, total_ns FROM op_summary ORDER BY op").fetchall()
+    assert rows == [("aten.detach.default", None, 3, 30), ("aten.mm.default", 1, 3, 15)]
