@@ -25,8 +25,10 @@ demo: $(STAMP)
 
 # pytest exits 5 when it collected no test: we say so loudly but let every
 # other non-zero status (failures, errors, interrupts) fail the target.
+# Two xdist workers (one per core here); tests that read the same sample runs
+# share a worker (--dist loadgroup, tests/conftest.py).
 test: $(STAMP)
-	@$(BIN)/python -m pytest -q -rfEs $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -q -rfEs -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test (exit 5)"; exit 0; fi; exit $$rc
 
 clean:

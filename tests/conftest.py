@@ -1,25 +1,48 @@
-"""Shared helpers: run graphdbg and samples in subprocesses, as a user would."""
+"""Shared helpers.
+
+- `runs`: the samples under `graphdbg run` (and without it), each run once per
+  session and shared by every test that reads it, across xdist workers too.
+- `report_doc` / `report_text`: the report of a run file built in-process (the
+  same JSON as `graphdbg report --json`); `graphdbg(...)` runs the real CLI in
+  a subprocess for the tests where the process is the point.
+- `clean_torch`: Dynamo reset around an in-process test, which must leave
+  torch's hooks, logging and configs as it found them.
+- markers: `# graphdbg-expect: KIND` in samples and programs, `# MARK name` in
+  test files, instead of hard-coded line numbers.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import io
 import json
+import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-PLAIN_RUN = ROOT / "tests" / "support" / "plain_run.py"
-# Subprocesses keep torch single-threaded: these machines have 2 cores and
-# pytest may run beside other work.
+SUPPORT = ROOT / "tests" / "support"
+PLAIN_RUN = SUPPORT / "plain_run.py"
+sys.path.insert(0, str(SUPPORT))
+# Subprocesses and in-process tests keep torch single-threaded: these
+# machines have 2 cores, and xdist runs two workers (set before torch loads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 ENV.pop("GRAPHDBG_DEBUG", None)
+AOT = ("--backend", "aot_eager")
 
+
+# -- the CLI in a subprocess, reports in-process ----------------------------------
 
 def graphdbg(*args: str, cwd: Path | str, timeout: int = 600, env: dict | None = None,
              check: bool = False) -> subprocess.CompletedProcess:
@@ -31,24 +54,291 @@ def graphdbg(*args: str, cwd: Path | str, timeout: int = 600, env: dict | None =
 
 
 def report_json(run: Path | str, cwd: Path | str) -> dict:
-    proc = graphdbg("report", "--json", run, cwd=cwd, check=True)
-    return json.loads(proc.stdout)
+    """`graphdbg report --json RUN` in a subprocess: for the CLI tests only."""
+    return json.loads(graphdbg("report", "--json", run, cwd=cwd, check=True).stdout)
 
 
-def markers(path: Path, kind: str) -> set[tuple[str, int]]:
-    """(file, line) of every `# graphdbg-expect: KIND [KIND...]` marker in a sample."""
+def report_doc(run: Path | str) -> dict:
+    """The `report --json` document, built in-process (JSON round trip included)."""
+    import graphdbg as api
+    from graphdbg.report import document
+    reader = api.open_run(str(run))
+    try:
+        return json.loads(json.dumps(document(reader), default=str))
+    finally:
+        reader.close()
+
+
+def report_text(run: Path | str) -> str:
+    """`graphdbg report RUN` (the rich summary), in-process."""
+    from graphdbg.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["report", str(run)])
+    assert rc == 0, err.getvalue()
+    return out.getvalue()
+
+
+def query(run: Path | str, sql: str, args: tuple = ()) -> list[dict]:
+    import graphdbg as api
+    reader = api.open_run(str(run))
+    try:
+        return [dict(r) for r in reader.query(sql, args)]
+    finally:
+        reader.close()
+
+
+# -- markers ------------------------------------------------------------------------
+
+def markers(path: Path | str, kind: str) -> set[tuple[str, int]]:
+    """(file, line) of every `# graphdbg-expect: KIND [KIND...]` marker in a file."""
     out = set()
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         m = re.search(r"#\s*graphdbg-expect:\s*([\w ]+)", line)
         if m and kind in m[1].split():
             out.add((str(path), i))
     return out
 
 
+def marked(path: Path | str, kind: str) -> int:
+    """The line of the one `graphdbg-expect: KIND` marker in a file."""
+    (site,) = markers(path, kind)
+    return site[1]
+
+
+_MARK = re.compile(r"#\s*MARK\s+(.+?)\s*$")
+
+
+def line_of(path: Path | str, mark: str) -> int:
+    """The line that ends with `# MARK <mark>` (exactly one in the file)."""
+    lines = [i for i, ln in enumerate(Path(path).read_text().splitlines(), 1)
+             if (m := _MARK.search(ln)) and m[1] == mark]
+    assert len(lines) == 1, (path, mark, lines)
+    return lines[0]
+
+
+def code_at(path: Path | str, line: int) -> str:
+    """The stripped source line, as graphdbg reports `code`."""
+    return Path(path).read_text().splitlines()[line - 1].strip()
+
+
+def at(path: Path | str, mark: str) -> tuple[int, str]:
+    """(line, code) of the line marked `# MARK <mark>`."""
+    line = line_of(path, mark)
+    return line, code_at(path, line)
+
+
 def sites(doc: dict, kind: str) -> set[tuple[str, int]]:
     return {(d["file"], d["line"]) for d in doc["diagnostics"] if d["kind"] == kind}
+
+
+def stack(d: dict) -> list[tuple[str, int]]:
+    return [(f["file"], f["line"]) for f in d["stack"]]
+
+
+def exception_of(program, run_file: Path | str | None = None) -> BaseException:
+    """The exception `program()` dies of: without graphdbg, or under a capture
+    (then a finding's stack starts at the call below)."""
+    import graphdbg as api
+    import torch._dynamo
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        if run_file is None:
+            program()
+        else:
+            with api.capture(str(run_file)):
+                program()  # MARK captured program
+    return info.value
+
+
+CAPTURED_AT = (__file__, line_of(__file__, "captured program"))
 
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+# -- sample runs, once per session --------------------------------------------------
+
+@dataclass
+class Result:
+    """One cached process: its exit status and output, and its folder."""
+    dir: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    run: Path | None = None
+    counts: dict | None = None  # plain runs: torch's own counters
+    _doc: dict | None = field(default=None, repr=False)
+
+    @property
+    def doc(self) -> dict:
+        if self._doc is None:
+            self._doc = report_doc(self.run)
+        return self._doc
+
+    def ok(self) -> "Result":
+        assert self.returncode == 0, self.stderr[-3000:]
+        return self
+
+
+class ForkServer:
+    """tests/support/forkserver.py: runs commands in children forked from a
+    process that has imported torch and Dynamo once (4 s saved per run)."""
+
+    def __init__(self, log: Path) -> None:
+        # `python -c`: its frames are "<string>", not user code to graphdbg
+        # (as python's own <frozen runpy> frames), so stacks start at the program
+        source = (SUPPORT / "forkserver.py").read_text()
+        self.log = open(log, "a")
+        self.proc = subprocess.Popen([sys.executable, "-c", source],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=ENV)
+
+    def run(self, argv: list[str], cwd: Path, timeout: int) -> tuple[int, str, str]:
+        out, err = cwd / "stdout.txt", cwd / "stderr.txt"
+        self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "out": str(out),
+                                          "err": str(err), "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        assert reply, f"the fork server died (exit {self.proc.poll()})"
+        return json.loads(reply)["returncode"], out.read_text(), err.read_text()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.log.close()
+
+
+class Runs:
+    """Each (kind, sample, options, args) is run once: the first test that asks
+    runs it under a file lock, the others (in any xdist worker) read its result.
+    GRAPHDBG_TEST_FORKSERVER=0 runs each in a fresh interpreter instead."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._mem: dict[str, Result] = {}
+        self._server: ForkServer | None = None
+
+    def _process(self, argv: list[str], cwd: Path, timeout: int = 900) -> tuple[int, str, str]:
+        if os.environ.get("GRAPHDBG_TEST_FORKSERVER", "1") == "0":
+            p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=ENV,
+                               timeout=timeout)
+            return p.returncode, p.stdout, p.stderr
+        if self._server is None:
+            self._server = ForkServer(self.root / f"forkserver.{os.getpid()}.log")
+        return self._server.run(argv, cwd, timeout)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    def spawn(self, *argv: str, cwd: Path) -> Result:
+        """`python ARGV` in `cwd`, in a fresh process (not cached): for the
+        observer checks of programs the tests write."""
+        return Result(cwd, *self._process([sys.executable, *map(str, argv)], cwd))
+
+    def _cached(self, key: str, argv: list[str]) -> Result:
+        if key in self._mem:
+            return self._mem[key]
+        d = self.root / re.sub(r"[^\w.-]+", "_", key)
+        with open(f"{d}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = d / "result.json"
+            if not done.exists():
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir()
+                done.write_text(json.dumps(self._process(argv, d)))
+            rc, out, err = json.loads(done.read_text())
+        runs = sorted(d.glob("*.run"))
+        self._mem[key] = Result(d, rc, out, err, runs[0] if runs else None)
+        return self._mem[key]
+
+    def graphdbg(self, name: str, *args: str, opts: tuple[str, ...] = (),
+                 quiet: bool = True) -> Result:
+        """`graphdbg run [-q] -o NAME.run OPTS samples/NAME.py ARGS`."""
+        argv = [sys.executable, "-m", "graphdbg", "run", *(["-q"] if quiet else []),
+                "-o", f"{name}.run", *opts, str(SAMPLES / f"{name}.py"), *args]
+        return self._cached(" ".join(["graphdbg", name, *opts, *args, "" if quiet else "-v"]),
+                            argv)
+
+    def golden(self, name: str) -> Result:
+        """The run the golden documents were made from (tests/support/golden.py)."""
+        return self.graphdbg(name, *AOT)
+
+    def plain(self, name: str, *args: str) -> Result:
+        """The sample without graphdbg (tests/support/plain_run.py): torch's
+        own counters in `.counts`."""
+        r = self._cached(" ".join(["plain", name, *args]),
+                         [sys.executable, str(PLAIN_RUN), str(SAMPLES / f"{name}.py"), *args])
+        r.counts = json.loads(r.stdout.strip().splitlines()[-1])
+        return r
+
+    def python(self, name: str, *args: str) -> Result:
+        """`python samples/NAME.py ARGS`, as the user would run it."""
+        return self._cached(" ".join(["python", name, *args]),
+                            [sys.executable, str(SAMPLES / f"{name}.py"), *args])
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory) -> Runs:
+    # xdist workers share the folder above their own basetemp (pytest-xdist's
+    # recipe for session data); without xdist the session's own basetemp
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    runs = Runs(shared / "sample-runs")
+    yield runs
+    runs.close()
+
+
+def group(name: str):
+    """Tests that read the same sample runs go to the same xdist worker
+    (`--dist loadgroup`), so no worker waits on another's run."""
+    return pytest.mark.xdist_group(f"sample-{name}")
+
+
+# -- in-process tests leave torch as they found it ----------------------------------
+
+def torch_state() -> dict:
+    """What a capture session patches or pushes, and the configs tests touch."""
+    import torch
+    import torch._dynamo
+    import torch._inductor.config
+    from torch._dynamo.repro.after_dynamo import WrapBackendDebug
+    from torch._logging import _internal as tlog
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return {
+        "WrapBackendDebug.__call__": WrapBackendDebug.__call__,
+        "Graph.create_node": torch.fx.Graph.create_node,
+        "torch.export.export": torch.export.export,
+        "_init_logs": tlog._init_logs,
+        # torch's LazyTraceHandler removes itself at the first trace record
+        "trace_log handlers": [h for h in tlog.trace_log.handlers
+                               if not isinstance(h, tlog.LazyTraceHandler)],
+        "trace_log level": tlog.trace_log.level,
+        "convert_frame handlers": list(logging.getLogger("torch._dynamo.convert_frame").handlers),
+        "dispatch modes": list(_get_current_dispatch_mode_stack()),
+        "grad enabled": torch.is_grad_enabled(),
+        "dynamo config": torch._dynamo.config.get_config_copy(),
+        "inductor config": torch._inductor.config.get_config_copy(),
+    }
+
+
+def state_changes(before: dict, after: dict) -> list[str]:
+    return [k for k in before if before[k] != after[k]]
+
+
+@pytest.fixture
+def clean_torch():
+    """Dynamo reset around an in-process compile test; the test must leave
+    graphdbg's hooks uninstalled and torch's configs unchanged."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    before = torch_state()
+    yield
+    torch._dynamo.reset()
+    changed = state_changes(before, torch_state())
+    assert not changed, f"the test left torch changed: {changed}"

@@ -1,15 +1,12 @@
 """graphdbg.compare from Python, as in a notebook or a user's own test."""
 
-import sys
-
 import pytest
 import torch
 
 import graphdbg
-from conftest import ROOT
+from faulty_backends import by_target, make_faulty_backend
 
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-from faulty_backends import by_target, make_faulty_backend  # noqa: E402
+pytestmark = pytest.mark.usefixtures("clean_torch")
 
 
 class Net(torch.nn.Module):

@@ -1,186 +1,218 @@
 """Capture details on real torch.compile: eager ops, compiled calls, source
-mapping, libraries, value tiers."""
+mapping, libraries, value tiers. In-process under `graphdbg.capture`, except
+the sample (a shared run) and an observer check (plain python vs graphdbg run)."""
 
 from __future__ import annotations
 
-import textwrap
+import logging
+import sys
 
-from graphdbg.runfile import RunReader
+import pytest
+import torch
+import torch._dynamo
 
-from conftest import SAMPLES, graphdbg, report_json
+import graphdbg
+from conftest import SAMPLES, at, group, line_of, query, report_doc, state_changes, torch_state
+
+HERE = __file__
+in_process = pytest.mark.usefixtures("clean_torch")
 
 
-def _run(workdir, body: str, *opts: str, name: str = "prog.py") -> dict:
-    (workdir / name).write_text(textwrap.dedent(body))
-    proc = graphdbg("run", "-q", "-o", "x.run", *opts, name, cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return report_json("x.run", workdir)
+def sin_cos(t):
+    return t.sin().cos() * 3  # MARK sin_cos body
 
 
-def test_compiled_work_is_never_recorded_as_eager(workdir):
-    doc = _run(workdir, """\
-        import torch
+@in_process
+def test_compiled_work_is_never_recorded_as_eager(tmp_path):
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
         x = torch.randn(8, requires_grad=True)
-        f = torch.compile(lambda t: t.sin().cos() * 3, backend="aot_eager", fullgraph=True)
+        f = torch.compile(sin_cos, backend="aot_eager", fullgraph=True)
         y = f(x)
         y.sum().backward()
-        print(x.grad.shape)
-        """)
-    reader = RunReader(str(workdir / "x.run"))
-    ops = {r["op"] for r in reader.query("SELECT op FROM ops")}
+    assert x.grad.shape == (8,)
+    ops = {r["op"] for r in query(run, "SELECT op FROM ops")}
     assert "aten.randn.default" in ops and "aten.sum.default" in ops
     assert not ops & {"aten.sin.default", "aten.cos.default", "aten.mul.Tensor"}
-    (g,) = doc["graphs"]
+    (g,) = report_doc(run)["graphs"]
     assert g["calls"] == 1 and g["backend"] == "aot_eager"
     targets = [n["target"] for n in g["nodes"] if n["op"] == "call_method"]
     assert targets == ["sin", "cos"]
     sin = next(n for n in g["nodes"] if n["target"] == "sin")
-    assert sin["line"] == 3 and sin["code"].startswith("f = torch.compile")
+    assert (sin["line"], sin["code"]) == at(HERE, "sin_cos body")
     assert sin["shapes"] == [[8]] and sin["dtypes"] == ["float32"]
 
 
-def test_eager_ops_forward_backward_lines_and_modules(workdir):
-    proc = graphdbg("run", "-q", "-o", "e.run", SAMPLES / "eager_only.py", cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    reader = RunReader(str(workdir / "e.run"))
-    rows = [dict(r) for r in reader.query("SELECT * FROM ops")]
+@in_process
+def test_a_test_failing_inside_a_capture_leaves_no_hook_behind(tmp_path):
+    before = torch_state()
+    with pytest.raises(AssertionError, match="the test's own failure"):
+        with graphdbg.capture(str(tmp_path / "x.run")):
+            torch.compile(sin_cos, backend="eager")(torch.ones(2))
+            assert state_changes(before, torch_state())  # the hooks are in while it runs
+            raise AssertionError("the test's own failure")  # MARK failing test
+    assert state_changes(before, torch_state()) == []
+    doc = report_doc(tmp_path / "x.run")
+    assert (doc["run"]["status"], doc["run"]["exit_status"]) == ("failed", 1)
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "runtime_error"]
+    assert d["line"] == line_of(HERE, "failing test") and "AssertionError" in d["message"]
+
+
+@group("eager_only")
+def test_eager_ops_forward_backward_lines_and_modules(runs):
+    r = runs.golden("eager_only").ok()  # no compile in it: --backend is unused
+    rows = query(r.run, "SELECT * FROM ops")
+    frames = {f["id"]: f for f in query(r.run, "SELECT * FROM frames")}
     phases = {r["phase"] for r in rows}
     assert phases == {"forward", "backward"}
     convs = [r for r in rows if r["op"] == "aten.convolution.default"]
     assert convs and all(r["module_class"] == "Conv2d" for r in convs)
     assert all(r["module_path"].count(".") >= 1 for r in convs)
-    conv_line = reader.frame(convs[0]["user_frame"])
-    assert conv_line["file"] == str(SAMPLES / "eager_only.py")
+    assert frames[convs[0]["user_frame"]]["file"] == str(SAMPLES / "eager_only.py")
     # backward ops map to the forward line that created their autograd node
     bw = [r for r in rows if r["phase"] == "backward" and r["op"] == "aten.convolution_backward.default"]
     assert bw and all(r["user_frame"] for r in bw)
-    assert {reader.frame(r["user_frame"])["line"] for r in bw} <= {
-        reader.frame(r["user_frame"])["line"] for r in convs}
+    assert {frames[r["user_frame"]]["line"] for r in bw} <= {
+        frames[r["user_frame"]]["line"] for r in convs}
     stats = [r["stats"] for r in rows if r["op"] == "aten.convolution.default"]
     assert all('"mean"' in s and '"norm"' in s for s in stats)
 
 
-def test_value_tiers(workdir):
-    body = """\
-        import torch
-        x = torch.tensor([1.0, float("nan"), 3.0])
-        y = x * 2
-        """
-    doc = _run(workdir, body, "--values", "none")
-    reader = RunReader(str(workdir / "x.run"))
-    assert all(r["stats"] is None for r in reader.query("SELECT stats FROM ops"))
-    _run(workdir, body, "--values", "health")
-    reader = RunReader(str(workdir / "x.run"))
-    mul = reader.query("SELECT stats FROM ops WHERE op='aten.mul.Tensor'")[0]["stats"]
-    assert mul == '[{"nan":1,"inf":0}]'
-    _run(workdir, body, "--values", "full")
-    reader = RunReader(str(workdir / "x.run"))
-    assert reader.count("tensors") >= 2
-    _run(workdir, body, "--values", "full", "--keep", r"aten\.mul")
-    reader = RunReader(str(workdir / "x.run"))
-    kept = reader.query("SELECT ops.op, tensors.safetensors FROM tensors "
-                        "JOIN ops ON tensors.owner = 'op:' || ops.seq")
+def double_with_nan():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    return x * 2
+
+
+@in_process
+def test_value_tiers(tmp_path):
+    run = str(tmp_path / "x.run")
+    with graphdbg.capture(run, values="none"):
+        double_with_nan()
+    assert all(r["stats"] is None for r in query(run, "SELECT stats FROM ops"))
+    assert report_doc(run)["run"]["values"] == "none"
+    with graphdbg.capture(run, values="health"):
+        double_with_nan()
+    (mul,) = query(run, "SELECT stats FROM ops WHERE op='aten.mul.Tensor'")
+    assert mul["stats"] == '[{"nan":1,"inf":0}]'
+    with graphdbg.capture(run, values="full"):
+        double_with_nan()
+    assert len(query(run, "SELECT id FROM tensors")) >= 2
+    with graphdbg.capture(run, values="full", keep=r"aten\.mul"):
+        double_with_nan()
+    kept = query(run, "SELECT ops.op, tensors.safetensors FROM tensors "
+                      "JOIN ops ON tensors.owner = 'op:' || ops.seq")
     assert [r["op"] for r in kept] == ["aten.mul.Tensor"]
     from safetensors.torch import load
     value = load(kept[0]["safetensors"])["value"]
     assert value[0] == 2 and value[2] == 6 and value[1].isnan()
-    assert doc["run"]["values"] == "none"
 
 
-def test_break_inside_a_library_is_reported_at_the_library_line(workdir):
-    lib = workdir / "vendor" / "fancylib"
+FANCYLIB = '''\
+import torch
+
+def noisy_gelu(x):
+    print("gelu on", tuple(x.shape))  # MARK lib print
+    return torch.nn.functional.gelu(x)
+'''
+
+
+@in_process
+def test_break_inside_a_library_is_reported_at_the_library_line(tmp_path, monkeypatch):
+    lib = tmp_path / "vendor" / "fancylib"
     lib.mkdir(parents=True)
     (lib / "__init__.py").write_text("")
-    (lib / "layers.py").write_text(textwrap.dedent("""\
-        import torch
+    (lib / "layers.py").write_text(FANCYLIB)
+    monkeypatch.syspath_prepend(str(tmp_path / "vendor"))
+    monkeypatch.delitem(sys.modules, "fancylib", raising=False)
+    monkeypatch.delitem(sys.modules, "fancylib.layers", raising=False)
+    from fancylib.layers import noisy_gelu
 
-        def noisy_gelu(x):
-            print("gelu on", tuple(x.shape))
-            return torch.nn.functional.gelu(x)
-        """))
-    doc = _run(workdir, """\
-        import sys, torch
-        sys.path.insert(0, "vendor")
-        from fancylib.layers import noisy_gelu
+    def block(x):
+        h = x * 2
+        return noisy_gelu(h) + 1  # MARK lib call
 
-        def block(x):
-            h = x * 2
-            return noisy_gelu(h) + 1
-
-        torch.compile(block, backend="eager")(torch.randn(4))
-        """)
-    (brk,) = [d for d in doc["diagnostics"] if d["kind"] == "graph_break"]
-    assert brk["file"] == str(lib / "layers.py") and brk["line"] == 4
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        torch.compile(block, backend="eager")(torch.randn(4))  # MARK lib compile
+    (brk,) = [d for d in report_doc(run)["diagnostics"] if d["kind"] == "graph_break"]
+    assert (brk["file"], brk["line"]) == (str(lib / "layers.py"), line_of(lib / "layers.py", "lib print"))
     assert brk["function"] == "noisy_gelu"
     chain = [(f["file"], f["line"]) for f in brk["stack"]]
-    assert (str(workdir / "prog.py"), 7) in chain and (str(workdir / "prog.py"), 9) in chain
+    assert (HERE, line_of(HERE, "lib call")) in chain and (HERE, line_of(HERE, "lib compile")) in chain
     assert "print" in brk["reason"]
+    monkeypatch.delitem(sys.modules, "fancylib")
+    monkeypatch.delitem(sys.modules, "fancylib.layers")
 
 
-def test_recompile_limit_hit_is_reported(workdir):
-    doc = _run(workdir, """\
-        import torch
-        torch._dynamo.config.recompile_limit = 2
+def times(x, k):
+    return x * k
 
-        def f(x, k):
-            return x * k
 
-        cf = torch.compile(f, backend="eager", dynamic=False)
+@in_process
+def test_recompile_limit_hit_is_reported(tmp_path):
+    run = tmp_path / "x.run"
+    with torch._dynamo.config.patch(recompile_limit=2), graphdbg.capture(str(run)):
+        cf = torch.compile(times, backend="eager", dynamic=False)
         for k in range(4):
-            cf(torch.ones(2), k)
-        """)
-    rec = [d for d in doc["diagnostics"] if d["kind"] == "recompile"]
+            cf(torch.ones(2), k)  # MARK recompiled call
+    rec = [d for d in report_doc(run)["diagnostics"] if d["kind"] == "recompile"]
     limit = [d for d in rec if "recompile limit" in d["message"]]
     assert limit and limit[0]["severity"] == "error"
     site = [d for d in rec if d not in limit]
-    assert site and site[0]["line"] == 9 and "guard failed" in site[0]["message"]
+    assert site and site[0]["line"] == line_of(HERE, "recompiled call")
+    assert "guard failed" in site[0]["message"]
 
 
-def test_backend_variants_callable_fullgraph_dynamic(workdir):
-    doc = _run(workdir, """\
-        import torch
+def matmul_relu_sum(x, y):
+    return (x @ y).relu().sum(dim=0)  # MARK matmul
 
-        seen = []
 
-        def my_backend(gm, example_inputs):
-            seen.append(len(gm.graph.nodes))
-            return gm.forward
+@in_process
+def test_backend_variants_callable_fullgraph_dynamic(tmp_path):
+    seen = []
 
-        def f(x, y):
-            return (x @ y).relu().sum(dim=0)
+    def my_backend(gm, example_inputs):
+        seen.append(len(gm.graph.nodes))
+        return gm.forward
 
-        a = torch.compile(f, backend=my_backend)
-        b = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        a = torch.compile(matmul_relu_sum, backend=my_backend)
+        b = torch.compile(matmul_relu_sum, backend="aot_eager", fullgraph=True, dynamic=True)
         for n in (3, 5):
             a(torch.randn(n, 4), torch.randn(4, 2))
             b(torch.randn(n, 4), torch.randn(4, 2))
-        print(seen)
-        """)
+    assert seen
+    doc = report_doc(run)
     backends = [g["backend"] for g in doc["graphs"]]
     assert backends.count("my_backend") >= 1 and backends.count("aot_eager") == 1
     dyn = next(g for g in doc["graphs"] if g["backend"] == "aot_eager")
     assert dyn["calls"] == 2
     matmul = next(n for n in dyn["nodes"] if n["target"] == "_operator.matmul")
     assert all(isinstance(s, str) and s.startswith("s") for s in matmul["shapes"][0])
-    assert matmul["line"] == 10 and matmul["code"] == "return (x @ y).relu().sum(dim=0)"
-    reader = RunReader(str(workdir / "x.run"))
-    outs = [r["outputs"] for r in reader.query(
-        "SELECT outputs FROM calls WHERE graph_id=?", (dyn["id"],))]
+    assert (matmul["line"], matmul["code"]) == at(HERE, "matmul")
+    assert matmul["code"].startswith("return (x @ y).relu().sum(dim=0)")
+    outs = [r["outputs"] for r in query(run, "SELECT outputs FROM calls WHERE graph_id=?",
+                                        (dyn["id"],))]
     assert len(outs) == 2 and all('"shape":[2]' in o and '"mean"' in o for o in outs)
 
 
-def test_set_logs_does_not_remove_our_handler(workdir):
-    doc = _run(workdir, """\
-        import torch
-        torch._logging.set_logs(dynamo=30)
+def prints_then_adds(x):
+    print("side effect")  # MARK side effect
+    return x + 1
 
-        def f(x):
-            print("side effect")
-            return x + 1
 
-        torch.compile(f, backend="eager")(torch.ones(2))
-        """)
-    assert [(d["kind"], d["line"]) for d in doc["diagnostics"]] == [("graph_break", 5)]
+@in_process
+def test_set_logs_does_not_remove_our_handler(tmp_path):
+    run = tmp_path / "x.run"
+    try:
+        with graphdbg.capture(str(run)):
+            torch._logging.set_logs(dynamo=logging.WARNING)  # clears torch's trace handlers
+            torch.compile(prints_then_adds, backend="eager")(torch.ones(2))
+    finally:
+        torch._logging.set_logs()  # torch's defaults, as the other tests expect
+    assert [(d["kind"], d["line"]) for d in report_doc(run)["diagnostics"]] == [
+        ("graph_break", line_of(HERE, "side effect"))]
 
 
 HIGHER_ORDER = '''\
@@ -214,20 +246,14 @@ print(eager.item(), out.item(), x.grad.sum().item())
 '''
 
 
-def test_higher_order_ops_run_unchanged_under_graphdbg(workdir):
+def test_higher_order_ops_run_unchanged_under_graphdbg(workdir, runs):
     # torch.cond, checkpoint, vmap and autocast, eager and compiled, forward and
-    # backward: same numbers as plain python, no findings, no internal errors
-    import subprocess
-    import sys
-
-    from conftest import ENV
+    # backward: same numbers as plain python (the observer rule: two
+    # processes), no findings, no internal errors
     (workdir / "hop.py").write_text(HIGHER_ORDER)
-    plain = subprocess.run([sys.executable, "hop.py"], cwd=workdir, capture_output=True,
-                           text=True, env=ENV, timeout=600)
-    assert plain.returncode == 0, plain.stderr[-2000:]
-    proc = graphdbg("run", "-q", "-o", "x.run", "hop.py", cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout == plain.stdout
-    doc = report_json("x.run", workdir)
+    plain = runs.spawn("hop.py", cwd=workdir).ok()
+    observed = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "x.run", "hop.py", cwd=workdir).ok()
+    assert observed.stdout == plain.stdout
+    doc = report_doc(workdir / "x.run")
     assert doc["diagnostics"] == [] and doc["run"]["internal_errors"] == []
     assert doc["graphs"] and all(g["status"] == "compiled" for g in doc["graphs"])

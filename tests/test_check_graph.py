@@ -11,17 +11,15 @@ import torch
 import torch.nn as nn
 
 import graphdbg
-from conftest import graphdbg as run_graphdbg, report_json
+from conftest import line_of as _line_of, report_doc
 
 HERE = __file__
 SOURCE = open(HERE).read().splitlines()
+pytestmark = pytest.mark.usefixtures("clean_torch")
 
 
-def line_of(text: str) -> int:
-    """Line number in this file of the line that contains `text` (once)."""
-    lines = [i for i, ln in enumerate(SOURCE, 1) if f"# {text}" in ln]
-    assert len(lines) == 1, (text, lines)
-    return lines[0]
+def line_of(mark: str) -> int:
+    return _line_of(HERE, mark.removeprefix("MARK "))
 
 
 class Net(nn.Module):
@@ -172,7 +170,7 @@ def test_each_malformation_is_named_at_its_node_and_pass_line(tmp_path, bad_pass
     # nothing else is reported: nodes downstream of a broken one are not blamed
     assert [q for q in report.problems if q["severity"] == "error" and q is not p] == []
     # the capture recorded the same findings in its run file
-    doc = report_json("c.run", tmp_path)
+    doc = report_doc(tmp_path / "c.run")
     assert [(d["kind"], d["node"]) for d in doc["diagnostics"]
             if d["severity"] == p["severity"]] == [("malformed_graph", node)]
 
@@ -225,7 +223,7 @@ def test_a_pass_that_copies_meta_is_still_named_at_its_own_line(tmp_path):
         report = graphdbg.check_graph(gm, *inputs)
     (p,) = report.problems
     assert (p["check"], p["line"], p["created_by_pass"]) == ("arity", line_of("MARK copies-meta"), True)
-    doc = report_json("c.run", tmp_path)
+    doc = report_doc(tmp_path / "c.run")
     (d,) = doc["diagnostics"]
     assert d["line"] == p["line"] and "It stands for" in d["hint"]
 
@@ -285,43 +283,33 @@ def test_well_formed_graphs_have_no_findings(dynamic):
     assert traced_report.problems == []
 
 
-def run_script(tmp_path, text: str) -> tuple[str, dict]:
-    """`graphdbg run` a script: its stdout and the report document."""
-    (tmp_path / "p.py").write_text(text)
-    proc = run_graphdbg("run", "-q", "-o", "p.run", "p.py", cwd=tmp_path, check=True)
-    return proc.stdout.strip(), report_json("p.run", tmp_path)
-
-
-def test_check_graph_inside_graphdbg_run_is_recorded(tmp_path):
-    out, doc = run_script(
-        tmp_path,
-        "import operator, torch, graphdbg\n"
-        "gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)\n"
-        "relu = next(n for n in gm.graph.nodes if n.target is torch.relu)\n"
-        "with gm.graph.inserting_after(relu):\n"
-        "    bad = gm.graph.call_function(operator.add, (relu, relu, relu))\n"
-        "print(graphdbg.check_graph(gm, torch.randn(3)).ok)\n")
-    assert out == "False"
-    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "malformed_graph"]
-    assert (d["line"], d["node"], d["detail"]["check"]) == (5, "add_1", "arity")
+def test_check_graph_inside_a_capture_is_recorded(tmp_path):
+    with graphdbg.capture(str(tmp_path / "p.run")):
+        gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+        relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+        with gm.graph.inserting_after(relu):
+            gm.graph.call_function(operator.add, (relu, relu, relu))  # MARK recorded
+        ok = graphdbg.check_graph(gm, torch.randn(3)).ok
+    assert ok is False
+    (d,) = [d for d in report_doc(tmp_path / "p.run")["diagnostics"] if d["kind"] == "malformed_graph"]
+    assert (d["line"], d["node"], d["detail"]["check"]) == (line_of("MARK recorded"), "add_1", "arity")
     assert d["detail"]["created_by_pass"] and d["graph"] is None
+
+
+def leaky_backend(gm, example_inputs):
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    with gm.graph.inserting_after(relu):
+        gm.graph.call_function(torch.exp, (relu,))  # MARK leaky pass
+    gm.recompile()
+    return gm.forward
 
 
 def test_a_pass_that_leaves_a_dangling_node_is_reported_after_the_backend(tmp_path):
     # the backend works (the program runs), but its pass left a node behind
-    out, doc = run_script(
-        tmp_path,
-        "import torch\n"
-        "def leaky_backend(gm, example_inputs):\n"
-        "    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)\n"
-        "    with gm.graph.inserting_after(relu):\n"
-        "        gm.graph.call_function(torch.exp, (relu,))\n"
-        "    gm.recompile()\n"
-        "    return gm.forward\n"
-        "f = torch.compile(lambda x: torch.relu(x) * 2, backend=leaky_backend)\n"
-        "print(f(torch.ones(3)).tolist())\n")
-    assert out == "[2.0, 2.0, 2.0]"
-    (d,) = doc["diagnostics"]
+    with graphdbg.capture(str(tmp_path / "p.run")):
+        out = torch.compile(lambda x: torch.relu(x) * 2, backend=leaky_backend)(torch.ones(3))
+    assert out.tolist() == [2.0, 2.0, 2.0]
+    (d,) = report_doc(tmp_path / "p.run")["diagnostics"]
     assert (d["kind"], d["severity"], d["line"], d["detail"]["check"]) == (
-        "malformed_graph", "warning", 5, "dangling")
+        "malformed_graph", "warning", line_of("MARK leaky pass"), "dangling")
     assert d["detail"]["stage"] == "after backend passes" and d["graph"] == 1

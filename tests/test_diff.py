@@ -1,20 +1,18 @@
-"""`graphdbg diff`: an eager run (--stance force_eager) against a compiled run."""
+"""`graphdbg diff`: an eager run (--stance force_eager) against a compiled run
+(the golden test's run of the same sample)."""
 
 import json
 
-from conftest import SAMPLES, graphdbg
+from conftest import AOT, SAMPLES, graphdbg, group
+
+EAGER = ("--stance", "force_eager")
 
 
-def _run(workdir, out, sample, *opts):
-    proc = graphdbg("run", "-q", "-o", out, *opts, SAMPLES / sample, "--backend", "aot_eager",
-                    cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-def test_clean_compiled_run_matches_its_eager_run(workdir):
-    _run(workdir, "eager.run", "transformer.py", "--stance", "force_eager")
-    _run(workdir, "compiled.run", "transformer.py")
-    proc = graphdbg("diff", "--json", "eager.run", "compiled.run", cwd=workdir)
+@group("transformer")
+def test_clean_compiled_run_matches_its_eager_run(runs, workdir):
+    eager = runs.graphdbg("transformer", *AOT, opts=EAGER).ok()
+    compiled = runs.golden("transformer").ok()
+    proc = graphdbg("diff", "--json", eager.run, compiled.run, cwd=workdir)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["a"]["stance"] == "force_eager" and doc["a"]["graphs"] == 0
@@ -24,15 +22,16 @@ def test_clean_compiled_run_matches_its_eager_run(workdir):
     assert doc["timing"]
 
 
-def test_faulty_compiled_run_parts_from_eager_at_the_graph_output(workdir):
-    _run(workdir, "eager.run", "divergence_faulty.py", "--stance", "force_eager")
-    _run(workdir, "compiled.run", "divergence_faulty.py", "--no-compare")
-    proc = graphdbg("diff", "--json", "eager.run", "compiled.run", cwd=workdir)
+@group("divergence_faulty")
+def test_faulty_compiled_run_parts_from_eager_at_the_graph_output(runs, workdir):
+    eager = runs.graphdbg("divergence_faulty", *AOT, opts=EAGER).ok()
+    compiled = runs.golden("divergence_faulty").ok()
+    proc = graphdbg("diff", "--json", eager.run, compiled.run, cwd=workdir)
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     (b,) = doc["graph_boundaries"]
     assert b["compiled_in"] == "B" and b["file"] == str(SAMPLES / "divergence_faulty.py")
-    text = graphdbg("diff", "eager.run", "compiled.run", cwd=workdir).stdout
+    text = graphdbg("diff", eager.run, compiled.run, cwd=workdir).stdout
     assert "output differs" in text and "divergence_faulty.py" in text
 
 

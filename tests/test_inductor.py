@@ -1,98 +1,90 @@
-"""End to end with real inductor (C++ compile on CPU: slow, so one sample)."""
+"""End to end with real inductor (C++ compile on CPU: slow, so few samples,
+each run once per session)."""
+
+import re
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import SAMPLES, graphdbg, report_json
-from test_samples import plain_run
+from conftest import SAMPLES, group, markers, query, report_text
+
+pytestmark = pytest.mark.inductor
 
 
-@pytest.mark.inductor
-def test_mlp_under_inductor(workdir):
+def assert_same_outputs(plain, observed) -> None:
+    a = load_file(plain.dir / "plain.safetensors")
+    b = load_file(observed.dir / "observed.safetensors")
+    assert a.keys() == b.keys() and a
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+@group("mlp_clean-inductor")
+def test_mlp_under_inductor(runs):
     sample = SAMPLES / "mlp_clean.py"
-    base = plain_run(sample, ["--save", "plain.safetensors"], workdir)
-    proc = graphdbg("run", "-o", "mlp.run", sample, "--save", "observed.safetensors",
-                    cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "next: graphdbg report mlp.run" in proc.stderr
-    doc = report_json("mlp.run", workdir)
+    base = runs.plain("mlp_clean", "--save", "plain.safetensors").ok()
+    r = runs.graphdbg("mlp_clean", "--save", "observed.safetensors", quiet=False).ok()
+    assert "next: graphdbg report mlp_clean.run" in r.stderr
+    doc = r.doc
     assert doc["diagnostics"] == []
-    assert len(doc["graphs"]) == base["unique_graphs"] >= 1
+    assert len(doc["graphs"]) == base.counts["unique_graphs"] >= 1
     for g in doc["graphs"]:
         assert g["backend"] == "inductor" and g["status"] == "compiled"
         assert g["compile_time_s"] > 0 and g["calls"] >= 1
         linears = [n for n in g["nodes"] if "linear" in n["target"]]
         assert linears and all(n["file"] == str(sample) and n["module_class"] == "Linear"
                                for n in linears)
-    plain = load_file(workdir / "plain.safetensors")
-    observed = load_file(workdir / "observed.safetensors")
-    assert plain.keys() == observed.keys()
-    for k in plain:
-        assert torch.equal(plain[k], observed[k]), k
-    report = graphdbg("report", "mlp.run", cwd=workdir, check=True).stdout
-    assert "inductor" in report and "mlp_clean.py" in report
+    assert_same_outputs(base, r)
+    # the graphs table: graph 1, compiled from forward in mlp_clean.py, by inductor
+    assert re.search(r"^\s+1\s+0/0\s+forward\s+mlp_clean\.py:\d+\s+inductor\s",
+                     report_text(r.run), re.M)
 
 
-@pytest.mark.inductor
-def test_training_loop_under_inductor_is_bitwise_unchanged(workdir):
+@group("train_loop-inductor")
+def test_training_loop_under_inductor_is_bitwise_unchanged(runs):
     """Forward and (lazily compiled) backward under inductor while the eager
     recorder is on the dispatch-mode stack: same graphs, same parameters."""
-    sample = SAMPLES / "train_loop.py"
-    base = plain_run(sample, ["--save", "plain.safetensors"], workdir)
-    proc = graphdbg("run", "-q", "-o", "train.run", sample, "--save", "observed.safetensors",
-                    cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = report_json("train.run", workdir)
-    assert doc["run"]["torch_counters"]["unique_graphs"] == base["unique_graphs"]
+    base = runs.plain("train_loop", "--save", "plain.safetensors").ok()
+    r = runs.graphdbg("train_loop", "--save", "observed.safetensors").ok()
+    doc = r.doc
+    assert doc["run"]["torch_counters"]["unique_graphs"] == base.counts["unique_graphs"]
     assert doc["diagnostics"] == []
-    plain = load_file(workdir / "plain.safetensors")
-    observed = load_file(workdir / "observed.safetensors")
-    assert plain.keys() == observed.keys()
-    for k in plain:
-        assert torch.equal(plain[k], observed[k]), k
+    assert_same_outputs(base, r)
     # the optimizer and loss run eagerly; the compiled forward and backward never
     # show up as eager ops (they would carry the model's module paths)
-    from graphdbg.runfile import RunReader
-    reader = RunReader(str(workdir / "train.run"))
-    assert reader.count("ops") > 100
-    assert reader.query("SELECT COUNT(*) AS n FROM ops WHERE module_path IS NOT NULL")[0]["n"] == 0
+    assert query(r.run, "SELECT COUNT(*) AS n FROM ops")[0]["n"] > 100
+    assert query(r.run, "SELECT COUNT(*) AS n FROM ops WHERE module_path IS NOT NULL")[0]["n"] == 0
 
 
-def _inductor_doc(workdir, name: str, *opts: str) -> dict:
-    proc = graphdbg("run", "-q", "-o", f"{name}.run", *opts, SAMPLES / f"{name}.py", cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = report_json(f"{name}.run", workdir)
+def inductor_doc(runs, name: str) -> dict:
+    doc = runs.graphdbg(name).ok().doc
     assert doc["run"]["internal_errors"] == []
     return doc
 
 
-@pytest.mark.inductor
-def test_clean_fp32_models_have_no_divergence_under_inductor(workdir):
-    doc = _inductor_doc(workdir, "clean_compare")
+@group("clean_compare-inductor")
+def test_clean_fp32_models_have_no_divergence_under_inductor(runs):
+    doc = inductor_doc(runs, "clean_compare")
     assert doc["graphs"] and all(g["backend"] == "inductor" for g in doc["graphs"])
     assert [d for d in doc["diagnostics"] if d["kind"] in ("divergence", "nan_inf")] == []
 
 
-@pytest.mark.inductor
-def test_bf16_difference_is_classified_precision(workdir):
-    from conftest import markers
-    sample = SAMPLES / "bf16_precision.py"
-    doc = _inductor_doc(workdir, "bf16_precision")
+@group("bf16_precision-inductor")
+def test_bf16_difference_is_classified_precision(runs):
+    doc = inductor_doc(runs, "bf16_precision")
     divs = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
     assert divs and all(d["detail"]["classification"] == "precision" for d in divs)
     assert all(d["severity"] == "info" for d in divs)
-    assert {(d["file"], d["line"]) for d in divs} == markers(sample, "precision")
+    assert {(d["file"], d["line"]) for d in divs} == markers(SAMPLES / "bf16_precision.py", "precision")
     d = divs[0]
     assert d["detail"]["compiled_vs_fp64"] < d["detail"]["eager_vs_fp64"]
     assert "emulate_precision_casts" in d["hint"]
 
 
-@pytest.mark.inductor
-def test_faulty_inductor_backend_is_localized(workdir):
-    from conftest import markers
-    sample = SAMPLES / "divergence_faulty.py"
-    doc = _inductor_doc(workdir, "divergence_faulty")
+@group("divergence_faulty-inductor")
+def test_faulty_inductor_backend_is_localized(runs):
+    doc = inductor_doc(runs, "divergence_faulty")
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
-    assert {(d["file"], d["line"])} == markers(sample, "divergence")
+    assert {(d["file"], d["line"])} == markers(SAMPLES / "divergence_faulty.py", "divergence")
     assert d["detail"]["classification"] == "miscompile" and d["severity"] == "error"

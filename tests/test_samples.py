@@ -1,22 +1,21 @@
 """Every sample under `graphdbg run`: findings at the marked lines, and the
 observer rule (same graphs, breaks, recompiles, bitwise the same outputs as a
-plain run without graphdbg)."""
+plain run without graphdbg). Each run is a process of its own, run once per
+session (conftest.Runs)."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ENV, PLAIN_RUN, SAMPLES, graphdbg, markers, report_json, sites
+from conftest import AOT, SAMPLES, group, markers, sites
 
 SAMPLE_NAMES = ["mlp_clean", "graph_breaks", "recompiles", "eager_only", "train_loop",
                 "transformer", "showcase", "hf_gpt2", "divergence_faulty", "clean_compare"]
+PARAMS = [pytest.param(n, marks=group(n)) for n in SAMPLE_NAMES]
 
 
 def library_markers(path) -> list[tuple[int, str, str, str]]:
@@ -29,23 +28,11 @@ def library_markers(path) -> list[tuple[int, str, str, str]]:
     return out
 
 
-def plain_run(sample, args, cwd) -> dict:
-    proc = subprocess.run([sys.executable, str(PLAIN_RUN), str(sample), *args], cwd=cwd,
-                          capture_output=True, text=True, env=ENV, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_sample_findings_and_observer_rule(name, workdir):
+@pytest.mark.parametrize("name", PARAMS)
+def test_sample_findings_at_the_marked_lines(name, runs):
+    # the run the golden test reads too
     sample = SAMPLES / f"{name}.py"
-    if not sample.exists():
-        pytest.fail(f"missing sample {sample}")
-    base = plain_run(sample, ["--backend", "aot_eager", "--save", "plain.safetensors"], workdir)
-    proc = graphdbg("run", "-q", "-o", f"{name}.run", sample, "--backend", "aot_eager",
-                    "--save", "observed.safetensors", cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = report_json(f"{name}.run", workdir)
+    doc = runs.golden(name).ok().doc
     assert doc["run"]["internal_errors"] == []
 
     # findings exactly at the marked lines, once per site; a break inside a
@@ -76,20 +63,32 @@ def test_sample_findings_and_observer_rule(name, workdir):
             assert d["reason"] and len(d["reason"]) > len(d["message"]) - 20
             assert d["stack"][-1]["line"] == d["line"]
 
-    # observer rule: torch's own counts and the outputs are unchanged
-    tc = doc["run"]["torch_counters"]
-    assert tc["unique_graphs"] == base["unique_graphs"] == len(doc["graphs"])
-    assert tc["graph_breaks"] == base["graph_breaks"]
-    assert doc["run"]["counts"].get("recompiles", 0) == base["recompiles"]
-    plain = load_file(workdir / "plain.safetensors")
-    observed = load_file(workdir / "observed.safetensors")
-    assert plain.keys() == observed.keys() and plain
-    for key in plain:
-        assert torch.equal(plain[key], observed[key]), key
-
     # every graph carries nodes tied to user lines
     for g in doc["graphs"]:
         assert g["status"] == "compiled" and g["calls"] >= 1
         ops = [n for n in g["nodes"] if n["op"].startswith("call_")]
         assert ops and all(n["file"] and n["line"] and n["code"] for n in ops)
         assert sum(bool(n["shapes"] and n["dtypes"]) for n in ops) >= len(ops) / 2
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_sample_observer_rule(name, runs):
+    # torch's own counts and the outputs are those of a plain run. `--save`
+    # adds eager ops and argv, so this is a run of its own beside the golden one.
+    base = runs.plain(name, *AOT, "--save", "plain.safetensors").ok()
+    observed = runs.graphdbg(name, *AOT, "--save", "observed.safetensors").ok()
+    doc = observed.doc
+    assert doc["run"]["internal_errors"] == []
+    tc = doc["run"]["torch_counters"]
+    assert tc["unique_graphs"] == base.counts["unique_graphs"] == len(doc["graphs"])
+    assert tc["graph_breaks"] == base.counts["graph_breaks"]
+    assert doc["run"]["counts"].get("recompiles", 0) == base.counts["recompiles"]
+    plain = load_file(base.dir / "plain.safetensors")
+    seen = load_file(observed.dir / "observed.safetensors")
+    assert plain.keys() == seen.keys() and plain
+    for key in plain:
+        assert torch.equal(plain[key], seen[key]), key
+    # the same findings as the run without --save
+    golden = runs.golden(name).ok().doc
+    assert [(d["kind"], d["file"], d["line"]) for d in doc["diagnostics"]] == [
+        (d["kind"], d["file"], d["line"]) for d in golden["diagnostics"]]

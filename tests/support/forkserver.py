@@ -1,0 +1,79 @@
+"""A warm interpreter that runs commands in forked children, for the tests'
+sample runs.
+
+    python -c "$(cat tests/support/forkserver.py)"   # then one JSON request a line on stdin
+
+Starting python and importing torch and Dynamo takes about 4 s, most of what a
+small sample's run costs. This process pays it once; each request forks a
+child that runs one command as `python ARGV...` would: ``-m MODULE`` or a
+script, with ``sys.argv`` and ``sys.path[0]`` set as python sets them, in its
+own folder, stdin from /dev/null, stdout and stderr to files, and its exit
+status the command's. The server imports nothing of graphdbg, so a child that
+runs a sample without graphdbg is a run without graphdbg. Run with `-c`, its
+frames are "<string>" frames, which graphdbg never takes for the user's code
+(as python's own "<frozen runpy>"): findings' stacks start at the program.
+
+Request: {"argv": [python, ...], "cwd": DIR, "out": PATH, "err": PATH, "timeout": S}
+Reply:   {"returncode": N}     (-signal when the child was killed)
+"""
+
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+
+import torch  # noqa: F401  the point: imported once, before any fork
+import torch._dynamo  # noqa: F401
+import torch._dynamo.utils  # noqa: F401
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        if argv[1] == "-m":
+            sys.argv = [argv[2], *argv[3:]]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = argv[1:]
+            sys.path[0] = os.path.dirname(os.path.abspath(argv[1]))
+            runpy.run_path(argv[1], run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _child(req: dict) -> None:
+    os.chdir(req["cwd"])
+    for fd, path, mode in ((0, os.devnull, os.O_RDONLY), (1, req["out"], os.O_WRONLY | os.O_CREAT),
+                           (2, req["err"], os.O_WRONLY | os.O_CREAT)):
+        f = os.open(path, mode, 0o644)
+        os.dup2(f, fd)
+        os.close(f)
+    signal.alarm(int(req.get("timeout", 900)))
+    # SystemExit from here ends the child as the command's own exit would:
+    # atexit handlers, flushed streams
+    sys.exit(_run(req["argv"]))
+
+
+def main() -> None:
+    for line in sys.stdin:
+        req = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(req)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
