@@ -103,7 +103,7 @@ def test_query_layer_imports_no_torch_rich_or_textual():
 def test_no_object_writes_another_objects_private_state():
     """`x._name = ...` / `x._name += ...` only on self (or cls)."""
     offenders = []
-    for name, path in _modules().items():
+    for path in _modules().values():
         for node in ast.walk(ast.parse(path.read_text())):
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
