@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sqlite3
 import threading
 import urllib.parse
@@ -74,7 +75,7 @@ class RunInfo:
     module: bool | None
     target: str | None
     exit_status: int | None
-    status: str | None             # running | complete | failed | interrupted
+    status: str | None             # running | complete | failed | interrupted | ended without closing
     started_at: float | None
     ended_at: float | None
     wall_s: float | None
@@ -89,6 +90,8 @@ class RunInfo:
     ops_dropped: int | None
     internal_errors: list
     schema_version: int
+    pid: int | None = None         # the process that wrote it, on host
+    host: str | None = None
 
     @property
     def versions(self) -> dict:
@@ -272,6 +275,28 @@ class KeptTensor:
 
 # -- the reader -----------------------------------------------------------------------
 
+def _excerpt(exc: BaseException, limit: int = 120) -> str:
+    """SQLite's message on one short line: it may quote a damaged column's
+    whole text, newlines and all."""
+    text = str(exc).encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _status(meta: dict) -> str | None:
+    """How the run ended. A run still marked running whose process is gone
+    (killed with SIGKILL, the machine lost power) ended without closing."""
+    status, pid, host = meta.get("status"), meta.get("pid"), meta.get("host")
+    if status != "running" or not isinstance(pid, int) or host not in (None, socket.gethostname()):
+        return status  # running elsewhere, or not known to have stopped
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "ended without closing"
+    except OSError:
+        pass  # alive, another user's
+    return status
+
+
 class Run:
     """A run file opened for reading. Thread-safe; a context manager."""
 
@@ -296,7 +321,7 @@ class Run:
             rows = self._db().execute("SELECT key, value FROM meta").fetchall()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise GraphdbgError(f"{path} is not a readable graphdbg run file ({exc})") from None
+            raise GraphdbgError(f"{path} is not a readable graphdbg run file ({_excerpt(exc)})") from None
         self.meta: dict[str, Any] = {k: json.loads(v) for k, v in rows}
         if self.meta.get("format") != FORMAT:
             self.close()
@@ -310,12 +335,13 @@ class Run:
         self.info = RunInfo(
             file=os.path.abspath(path), argv=m.get("argv"), cwd=m.get("cwd"),
             module=m.get("module"), target=m.get("target"), exit_status=m.get("exit_status"),
-            status=m.get("status"), started_at=m.get("started_at"), ended_at=m.get("ended_at"),
+            status=_status(m), started_at=m.get("started_at"), ended_at=m.get("ended_at"),
             wall_s=m.get("wall_s"), values=m.get("values"), device=m.get("device"),
             stance=m.get("stance"), python=m.get("python"), torch=m.get("torch"),
             graphdbg=m.get("graphdbg"), torch_counters=m.get("torch_counters"),
             counts=m.get("counts"), ops_dropped=m.get("ops_dropped"),
-            internal_errors=m.get("internal_errors") or [], schema_version=version)
+            internal_errors=m.get("internal_errors") or [], schema_version=version,
+            pid=m.get("pid"), host=m.get("host"))
 
     def __repr__(self) -> str:
         return f"<graphdbg.query.Run {self.path!r}{' closed' if self._closed else ''}>"
@@ -343,7 +369,7 @@ class Run:
         if self._closed:
             return GraphdbgError(f"{self.path}: the run file was closed")
         if isinstance(exc, sqlite3.DatabaseError):
-            return GraphdbgError(f"{self.path} is damaged ({exc})")
+            return GraphdbgError(f"{self.path} is damaged ({_excerpt(exc)})")
         raise exc  # misuse (say wrong parameters): a bug of ours, not the file's fault
 
     def _rows(self, sql: str, args: Iterable = ()) -> list[sqlite3.Row]:

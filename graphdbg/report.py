@@ -60,6 +60,7 @@ def _document(run: Run, with_nodes: bool) -> dict:
         "values": i.values, "device": i.device, "versions": i.versions,
         "torch_counters": i.torch_counters, "counts": i.counts,
         "ops_dropped": i.ops_dropped, "internal_errors": i.internal_errors,
+        "pid": i.pid, "host": i.host,
     }
     graphs = []
     for g in run.graphs():
@@ -142,6 +143,10 @@ def render(doc: dict, console) -> None:
     colour = "green" if status == 0 else "red"
     out.append(f"{head}  [{colour}]exit {status}[/] ({state}{wall}; torch "
                   f"{run['versions']['torch']}, values={run['values']})")
+    if state == "ended without closing":
+        out.append(f"[yellow]the process that wrote it (pid {run.get('pid')}) is gone and never "
+                   f"closed the run file: it holds what was captured until the last commit "
+                   f"(about a second before the end)[/]")
     out.append(_counts_line(doc))
 
     def indented(markup: str) -> None:

@@ -14,6 +14,7 @@ own recorders over the outer ones and takes only its own off.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from typing import Any
 
@@ -78,7 +79,7 @@ class CaptureSession:
         check_torch_version()
         self.writer.set_meta(
             torch=torch.__version__, python=sys.version.split()[0], values=self.ctx.options.values,
-            device=_device_description(), pid=os.getpid())
+            device=_device_description(), pid=os.getpid(), host=socket.gethostname())
         self.trace.install()
         self.backend.install()
         creation.install()

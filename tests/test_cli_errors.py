@@ -226,3 +226,24 @@ def test_unsupported_torch_version_is_refused(workdir):
     assert proc.stderr.strip() == ("graphdbg: torch 2.4.1 is not supported: graphdbg needs "
                                    "torch>=2.13,<2.15")
     assert proc.stdout == "" and not list(workdir.glob("*.run"))
+
+
+def test_sigkill_leaves_a_run_that_ended_without_closing(workdir):
+    _script(workdir, "killed.py", """\
+        import os, signal, time, torch
+        f = torch.compile(lambda x: x.sin() + 1, backend="eager")
+        f(torch.ones(4))
+        time.sleep(1.5)  # past the writer's one-second commit
+        torch.ones(8).cos()
+        os.kill(os.getpid(), signal.SIGKILL)
+        """)
+    proc = graphdbg("run", "-q", "-o", "k.run", "killed.py", cwd=workdir)
+    assert proc.returncode == -signal.SIGKILL
+    raw = sqlite3.connect(workdir / "k.run").execute(
+        "SELECT value FROM meta WHERE key = 'status'").fetchone()[0]
+    assert json.loads(raw) == "running"  # as the killed process left it
+    doc = report_doc(workdir / "k.run")
+    assert doc["run"]["status"] == "ended without closing" and doc["run"]["pid"] > 0
+    assert len(doc["graphs"]) == 1  # what was committed before the kill is there
+    text = graphdbg("report", "k.run", cwd=workdir).stdout
+    assert "ended without closing" in text and f"pid {doc['run']['pid']}" in text

@@ -301,3 +301,38 @@ def test_report_document_takes_a_run_or_a_path(run_file):
     assert [n["name"] for n in doc["graphs"][0]["nodes"]] == ["x", "add", "mul", "lin", "output"]
     assert "nodes" not in document(str(run_file), nodes=False)["graphs"][0]
     assert doc["eager"]["ops"] == 6 and doc["hot_nodes"][0]["node"] == "add"
+
+
+def test_a_damaged_column_is_quoted_short_on_one_line(run_file):
+    db = sqlite3.connect(run_file)
+    db.execute("UPDATE graphs SET graph_code = CAST(? AS TEXT)",
+               (b"def forward(self):\n    return \xff\xfe" + b"x = 1\n" * 200,))
+    db.commit()
+    with Run(str(run_file)) as run, pytest.raises(GraphdbgError) as info:
+        run.graph_code(1)
+    message = str(info.value)
+    assert message.startswith(f"{run_file} is damaged (") and "\n" not in message
+    assert len(message) < len(str(run_file)) + 160
+
+
+def test_a_run_whose_writer_is_gone_ended_without_closing(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)
+    cases = [(os.getpid(), socket.gethostname(), "running"),        # alive: still running
+             (dead_pid, socket.gethostname(), "ended without closing"),
+             (dead_pid, "another-host", "running"),                  # cannot tell from here
+             (dead_pid, None, "ended without closing")]              # older runs name no host
+    for i, (pid, host, status) in enumerate(cases):
+        path = str(tmp_path / f"{i}.run")
+        w = RunWriter(path)
+        w.set_meta(pid=pid, host=host)
+        w.flush()  # never closed: status stays "running"
+        with Run(path) as run:
+            assert run.info.status == status, (pid, host)
+        w.close(status="complete")
+        with Run(path) as run:
+            assert run.info.status == "complete"
