@@ -80,7 +80,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_circle_in_hooks_or_graphdbg():
     graph = _graph()
-    assert "graphdbg.hooks.session" in graph and graph["graphdbg.hooks.session"]
+    assert graph.get("graphdbg.hooks.session")  # the parser found our imports
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
