@@ -143,8 +143,11 @@ def check_graph(gm: Any, *example_inputs: Any) -> GraphCheckReport:
     tensors, so nothing is computed), dangling nodes. Each problem names the
     node and its source line: the user's line from its ``stack_trace``, or,
     for nodes a graph transformation added while graphdbg was capturing, the
-    line of the pass that created it. Inside `graphdbg run`, the findings are
-    also recorded in the run file.
+    line of the pass that created it (for nodes ``symbolic_trace`` made while
+    capturing: the traced line; else the line that made the node's module).
+    A problem with none of these has ``file`` None here. Inside `graphdbg
+    run` (or a `graphdbg.capture`), the findings are also recorded in the
+    run file, where such a problem sits at the line that called check_graph.
 
         report = graphdbg.check_graph(gm, x)
         report.assert_ok()

@@ -9,6 +9,14 @@ same graphs as without graphdbg.
 
 The compiled callable is wrapped to time its calls, summarise its outputs and
 keep the eager recorder off while it runs.
+
+A module (or function) compiled whole whose code lives in torch --
+``torch.compile(nn.Sequential(...))`` -- reaches the backend as torch's own
+frame (``inner`` in torch/_dynamo/external_utils.py, ``_call_impl`` for
+``module.compile()``). Such a graph is named after the module's class, at the
+line of the user's ``torch.compile(...)`` call when the session saw it made
+(``Sequential (torch.compile)``), else at the user's call that compiled it
+(``Sequential (called)``); see `whole_compile_name`.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -23,6 +33,7 @@ import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
 from graphdbg.runfile import dumps
+from graphdbg.sourcemap import is_internal
 
 from . import creation, lint, tensorstats
 from .context import CaptureContext
@@ -59,6 +70,51 @@ def _fingerprint(gm) -> tuple:
 
 def _backend_name(wrapper) -> str:
     return str(getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None))
+
+
+_OPTIMIZED_CALL = None
+
+
+def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
+    """(name, user line, module or function) of the graph Dynamo is compiling
+    now, when the frame it traced is torch's own (a module or function
+    compiled whole): the class (or function) name, and the user's
+    ``torch.compile(...)`` line when the session saw it (``Sequential
+    (torch.compile)``), else the user's call that compiled it (``Sequential
+    (called)``). None for the user's own frames."""
+    global _OPTIMIZED_CALL
+    from torch._dynamo.symbolic_convert import tls
+    tx = getattr(tls, "current_tx", None)
+    code = getattr(tx, "f_code", None)
+    if code is None or not is_internal(code.co_filename):
+        return None
+    f_locals = getattr(tx, "f_locals", None) or {}
+    root = f_locals.get("fn", f_locals.get("self"))
+    if root is None:
+        return None  # torch's own code (compiled autograd...): nothing of the user's to name
+    if isinstance(root, torch.nn.Module):
+        name = type(root).__name__
+    else:
+        name = getattr(root, "__qualname__", None) or getattr(root, "__name__", None) \
+            or type(root).__name__
+    if _OPTIMIZED_CALL is None:
+        from torch._dynamo.eval_frame import OptimizedModule
+        _OPTIMIZED_CALL = OptimizedModule.__call__.__code__
+    called = None
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is _OPTIMIZED_CALL:
+            opt = f.f_locals.get("self")
+            site = creation.module_site(opt) if getattr(opt, "_orig_mod", None) is root else None
+            if site is not None:
+                return f"{name} (torch.compile)", site, root
+        elif not is_internal(f.f_code.co_filename):
+            called = (os.path.abspath(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
+            break
+        f = f.f_back
+    if called is None:
+        return None
+    return f"{name} (called)", called, root
 
 
 class BackendRecorder:
@@ -160,6 +216,9 @@ class BackendRecorder:
         cid = torch._guards.CompileContext.current_compile_id()
         graph.compile_id = str(cid) if cid is not None else None
         graph.backend = _backend_name(wrapper)
+        named = whole_compile_name()
+        if named is not None and isinstance(named[2], torch.nn.Module):
+            creation.compiled_whole(named[2], named[1])  # before its nodes are placed
         n_ops = 0
         for idx, node in enumerate(gm.graph.nodes):
             if node.op in ("call_function", "call_method", "call_module"):
@@ -177,6 +236,11 @@ class BackendRecorder:
         w.put_graph(graph_id, compile_id=graph.compile_id, backend=graph.backend,
                     n_nodes=len(gm.graph.nodes), n_ops=n_ops, n_inputs=len(example_inputs),
                     status="compiling", graph_code=code, created_seq=self.ctx.next_seq())
+        if named is not None:
+            name, site, _ = named
+            graph.code_name, graph.code_file, graph.code_line = name, site[0], site[1]
+            w.put_graph(graph_id, code_name=name, code_file=site[0], code_line=site[1],
+                        user_frame=w.frame_id(*site))
 
     # -- run time ---------------------------------------------------------------
     def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:

@@ -4,11 +4,15 @@ interpreted eagerly, judged in float64, and report where they part ways.
 Per checked call:
 1. reference: an untouched copy of the Dynamo graph interpreted eagerly on the
    same inputs (clones when the graph mutates its inputs), the RNG state rewound
-   to what the compiled call saw; judge: the same in float64;
+   to what the compiled call saw; judge: the same in float64; both keep each
+   node's value as it was when the node ran (before later in-place writes);
 2. compiled vs reference for every output and mutated input (hooks/numerics.py),
    and whether outputs alias inputs the same way;
 3. a divergence is localised (hooks/localize.py) and written as a finding;
-   the first checked call with grad enabled also compares input gradients.
+   the first checked call with grad enabled also compares input gradients;
+4. NaN/Inf that reach an output (or an input the graph writes) are traced
+   back to the node where they first appear; consumed ones (a causal mask's
+   -inf before softmax) are not findings.
 
 Everything here runs inside the context's own-work scope (no eager recording,
 no compile events), under no_grad, with the program's RNG state saved and
@@ -27,7 +31,7 @@ import torch.fx
 from .context import CaptureContext
 from .findings import Findings
 from .gradients import gradients_diverge
-from .interpreter import RecordingInterpreter
+from .interpreter import NAN, RecordingInterpreter, nonfinite_flags
 from .localize import Localization, Localizer
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mutates_inputs,
@@ -95,21 +99,24 @@ class DivergenceChecker:
             set_rng(rng)
             judge = RecordingInterpreter(self.gm, float64=True)
             try:
-                judge.run(*clone_inputs(inputs))
+                judge_out = flat(judge.run(*clone_inputs(inputs)))
             except Exception:
                 judge = None  # some graphs have no float64 meaning (dtype-specific ops)
         self.checked += 1
         if self.checked == 1:
             for name, ns in ref.times_ns.items():
                 self.ctx.writer.add("node_times", (self.graph_id, name, ns))
-        if ref.first_nonfinite:
-            self._nonfinite(ref.first_nonfinite, "eager", call_idx)
+        origin = ref.nonfinite_origin()
+        if origin is not None:
+            self._nonfinite(origin[0], "eager", call_idx, *origin[1:])
 
+        # outputs as the graph returns them (a node's recorded value is as it
+        # was when the node ran, before later in-place writes)
         compiled, eager = flat(compiled_out), flat(ref_out)
+        judged = judge_out if judge is not None else [None] * len(eager)
         found = worst(
-            (finding(c, e, judge.values.get(name) if judge is not None and name else None, self.tol),
-             (name, Checked(output=i)))
-            for i, (c, e, name) in enumerate(zip(compiled, eager, output_names(self.gm))))
+            (finding(c, e, j if name else None, self.tol), (name, Checked(output=i)))
+            for i, (c, e, j, name) in enumerate(zip(compiled, eager, judged, output_names(self.gm))))
         if found is None and self.needs_clone:
             # inputs the graph mutated: the program's tensors now vs the reference's
             found = next(((d, (None, Checked(mutated_input=i)))
@@ -134,7 +141,7 @@ class DivergenceChecker:
         if loc.node is not None or loc.random is None:
             self._report(call_idx, what, d, loc)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
-                self._nonfinite(loc.node, "compiled", call_idx)
+                self._compiled_nonfinite(loc.node, call_idx, compiled, args)
 
     def _aliasing(self, call_idx: int, compiled: list, eager: list, args: tuple,
                   ref_inputs: list) -> None:
@@ -173,17 +180,30 @@ class DivergenceChecker:
                                  output=what.output, mutated_input=what.mutated_input,
                                  direction=direction)
 
-    def _nonfinite(self, name: str, where: str, call_idx: int) -> None:
+    def _compiled_nonfinite(self, name: str, call_idx: int, compiled: list, args: tuple) -> None:
+        """The first divergent node is NaN/Inf compiled only: a finding when
+        they reach an output, or an input the graph writes."""
+        out = nonfinite_flags(compiled)
+        written = nonfinite_flags(list(args)) if self.needs_clone and not out else 0
+        bits = out or written
+        if bits:
+            self._nonfinite(name, "compiled", call_idx, "NaN" if bits & NAN else "Inf",
+                            "an output" if out else "an input written in place")
+
+    def _nonfinite(self, name: str, where: str, call_idx: int, value: str = "NaN/Inf",
+                   reaches: str | None = None, from_inf: str | None = None) -> None:
         if f"nonfinite|{name}" in self.reported:
             return
         self.reported.add(f"nonfinite|{name}")
-        self.findings.nonfinite(self.graph_id, self.localizer.nodes[name], where, call_idx)
+        nodes = self.localizer.nodes
+        self.findings.nonfinite(self.graph_id, nodes[name], where, call_idx, value=value,
+                                reaches=reaches, from_inf=nodes.get(from_inf) if from_inf else None)
 
     # -- failures ---------------------------------------------------------------------
     def locate_failure(self, call_idx: int, args: tuple, exc: BaseException) -> None:
         """A compiled call raised: replay the graph node by node to name the
         node (and line) that fails on these inputs."""
-        interp = RecordingInterpreter(self.gm)
+        interp = RecordingInterpreter(self.gm, health=False)
         with preserved_rng(), torch.no_grad():
             try:
                 interp.run(*clone_inputs(args))

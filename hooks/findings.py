@@ -21,14 +21,16 @@ import sys
 import traceback
 
 from graphdbg.runfile import RunWriter
-from graphdbg.sourcemap import Frame, innermost_user, is_internal, parse_traceback, user_frames
+from graphdbg.sourcemap import (Frame, code_line, innermost_user, is_internal, original_function,
+                                parse_traceback, user_frames)
 
-from . import creation
+from . import creation, fakecheck
 from .context import CaptureContext
 from .exceptions import (compiler_error, data_dependent_symbols, exception_chain,
                          explain_unsupported, failing_node, headline, last_traced_node,
                          node_named_in, raised_in_user_code, symbol_origins)
 from .frames import node_source, node_target
+from .guards import GuardFailure, describe, describe_repeats, hint
 from .numerics import finite_or_none
 
 _SEVERITY = {"miscompile": "error", "shape": "error", "dtype": "error",
@@ -45,6 +47,9 @@ class Findings:
         self._recorded_excs: dict[int, tuple[str, str, str]] = {}
         # stack and detail of each finding written, by key (the run file is write-only here)
         self._written: dict[str, dict] = {}
+        # code object -> (finding key, frame, stack, guards) of its latest recompile
+        self._recompiled: dict[str, tuple] = {}
+        self._limit_key: str | None = None
 
     # -- writing -------------------------------------------------------------------------
     def _add(self, key: str, **fields) -> None:
@@ -85,42 +90,118 @@ class Findings:
                     "explanation": info["explanation"]})
         self.ctx.count("graph_break_events")
 
-    def recompile(self, site: Frame | None, users: list[Frame], reasons: list[str],
+    def recompile(self, code: Frame | None, guards: list[GuardFailure], now: str | None,
+                  site: Frame | None, users: list[Frame], reasons: list[str],
                   cid: str | None) -> None:
-        """A recompile of the code the user called at ``site``. One finding per
-        call site: a changed input re-guards every frame and resume function
-        under that call, each a recompile of its own in torch."""
+        """A recompile of ``code``: one finding per (code object, failed guard),
+        at the line that installed the guard when torch knows it (a library's
+        line stays, the user's call above it), else at the user's call.
+
+        ``guards`` are torch's reasons, one per cached version, newest first:
+        the newest version's failed guard is what changed since the last
+        compile; the others are kept in the detail."""
         w = self.writer
-        first = _guard_text(reasons[0])
-        key = f"recompile|{site.file}:{site.line}" if site else "recompile|?"
+        guard = guards[0]
+        fn = "?"
+        if code is not None:
+            func, resumed = original_function(code.function)
+            fn = f"{func}() at {os.path.basename(code.file)}:{resumed or code.line}"
+        source = [(f, c) for f, c in guard.source if not is_internal(f.file)]
+        frames = list(users)
+        codes = [None] * len(frames)
+        for f, c in source:
+            if f not in frames:
+                frames.append(f)
+                codes.append(c or None)
+        where = innermost_user(frames) if source else site
+        user_id = None
+        if where is not None:
+            c = codes[frames.index(where)] if where in frames else None
+            user_id = w.frame_id(where.file, where.line, where.function, c)
+        stack = w.stack_id(frames, [c or code_line(f.file, f.line) for f, c in zip(frames, codes)])
+        code_key = f"{code.file}:{code.line}:{code.function}" if code else "?"
+        key = f"recompile|{code_key}|{guard.key}"
+        change = describe(guard, now)
+        first = key not in self._written
         self._add(
-            key, kind="recompile", severity="warning", message=f"recompile: {first}",
-            reason="\n".join(reasons), hint=_recompile_hint(first),
-            user_frame=w.frame_id(*site) if site else None, stack=w.stack_id(users),
-            compile_id=cid, detail={"reasons": []})
-        seen = self._written[key]["detail"]["reasons"] + [{"compile_id": cid, "reasons": reasons}]
-        self._update(key, detail={"reasons": seen})
+            key, kind="recompile", severity="warning",
+            message=f"recompile of {fn}: {change}",
+            reason="\n".join(reasons), hint=hint(guard, now), user_frame=user_id,
+            stack=stack, compile_id=cid,
+            detail={"function": code.function if code else None,
+                    "def_file": code.file if code else None,
+                    "def_line": code.line if code else None,
+                    "guard": guard.text, "guard_kind": guard.kind, "subject": guard.subject,
+                    "guard_located": bool(source), "changes": [], "events": []})
+        detail = self._written[key]["detail"]
+        changes = detail["changes"] + [{"expected": guard.expected,
+                                        "actual": guard.actual if guard.actual is not None else now}]
+        events = (detail["events"] + [{"compile_id": cid, "reasons": reasons}])[-20:]
+        fields = {"detail": {**detail, "changes": changes[-50:], "events": events}}
+        if not first:
+            fields["message"] = f"recompile of {fn}: {describe_repeats(guard, changes)}"
+        self._update(key, **fields)
+        if code is not None:
+            self._recompiled[code_key] = (key, user_id, stack, guards)
         self.ctx.count("recompiles")
 
     def recompile_limit(self, limit_type: str, limit, func_info: str, reason,
                         users: list[Frame]) -> None:
-        """Dynamo gave up on a function after too many recompiles."""
+        """Dynamo gave up on a function after too many recompiles: an error at
+        the line of the guard whose failures led there."""
         w = self.writer
         m = re.match(r"'(?P<name>.*)' \((?P<file>.*):(?P<line>\d+)\)$", str(func_info))
-        user = users[-1] if users else None
+        name = m["name"] if m else str(func_info)
+        fn = f"{name}() at {os.path.basename(m['file'])}:{m['line']}" if m else name
+        last = self._recompiled.get(f"{m['file']}:{m['line']}:{m['name']}") if m else None
+        if last is not None:
+            guard_key, user_id, stack, guards = last
+            g = guards[0]
+            compiled_for = []
+            for other in guards:
+                if other.key == g.key and other.expected and other.expected not in compiled_for:
+                    compiled_for.append(other.expected)
+            if g.kind in ("value", "training", "len", "size", "symbolic") and compiled_for:
+                what = (f"dim {g.index} of {g.subject}" if g.kind == "size" and g.index is not None
+                        else g.subject)
+                values = ", ".join(reversed(compiled_for))
+                runs = f"calls whose {what} is not one of {values} (the values it was compiled for) " \
+                       f"now run eagerly"
+            else:
+                runs = "calls that fail the guards of its compiled versions now run eagerly"
+            detail_guard = {"guard_finding": guard_key, "guard": g.text, "compiled_for": compiled_for}
+        else:
+            user = users[-1] if users else None
+            user_id = w.frame_id(*user) if user else None
+            stack = w.stack_id(users)
+            runs = "calls that fail the guards of its compiled versions now run eagerly"
+            detail_guard = {}
         self._add(
             f"recompile_limit|{func_info}",
             kind="recompile", severity="error",
-            message=f"recompile limit hit ({limit_type}={limit}): {m['name'] if m else func_info} "
-                    f"now runs eagerly",
+            message=f"recompile limit hit ({limit_type}={limit}): {fn} is not compiled again; "
+                    f"{runs}",
             reason=f"last reason: {reason}",
-            hint=f"Stop the recompiles (see the recompile findings) or raise "
+            hint=f"Stop the recompiles (see the recompile finding at this line) or raise "
                  f"torch._dynamo.config.{limit_type}.",
-            user_frame=w.frame_id(*user) if user else None,
-            stack=w.stack_id(users),
+            user_frame=user_id, stack=stack,
             detail={"limit_type": limit_type, "limit": limit, "function": str(func_info),
-                    "last_reason": str(reason)})
+                    "last_reason": str(reason), **detail_guard})
+        self._limit_key = f"recompile_limit|{func_info}"
         self.ctx.count("recompile_limit_hits")
+
+    def recompile_limit_raised(self, exc: BaseException | None) -> bool:
+        """True for Dynamo's own "recompile limit exceeded" failure, which the
+        recompile-limit finding already records (under fullgraph it reaches
+        the program: remembered so that its stack joins that finding)."""
+        if exc is None or self._limit_key is None:
+            return False
+        for e in exception_chain(exc):
+            if type(e).__name__ == "FailOnRecompileLimitHit" or \
+                    getattr(e, "gb_type", None) == "Dynamo recompile limit exceeded":
+                self._remember(exc, self._limit_key)
+                return True
+        return False
 
     # -- eager vs compiled ---------------------------------------------------------------
     def divergence(self, graph_id: int, node, call_idx: int, kind: str, final, loc, *,
@@ -192,16 +273,33 @@ class Findings:
             detail={"classification": "aliasing", "call": call_idx, "output": output,
                     "compiled_aliases_input": compiled, "eager_aliases_input": eager})
 
-    def nonfinite(self, graph_id: int, node, where: str, call_idx: int) -> None:
-        """The first NaN/Inf of a graph's ``where`` ("eager" or "compiled") run."""
+    def nonfinite(self, graph_id: int, node, where: str, call_idx: int, *, value: str = "NaN/Inf",
+                  reaches: str | None = None, from_inf=None) -> None:
+        """NaN/Inf that reach a graph's output (or an input it writes, such as a
+        parameter) in its ``where`` ("eager" or "compiled") run, at ``node``,
+        where they first appear. Infinities consumed on the way (a causal
+        mask's -inf before softmax) are not findings. ``from_inf``: the node
+        that made the infinities a NaN came from."""
         user_id, stack, mpath, mcls = node_source(self.writer, node)
         target = node_target(node)
+        cause = None
+        if from_inf is not None:
+            f_id = node_source(self.writer, from_inf)[0]
+            f = self.writer.frame(f_id) if f_id else None
+            cause = {"node": from_inf.name, "op": node_target(from_inf),
+                     "file": f["file"] if f else None, "line": f["line"] if f else None}
+        made = (f", made at {cause['op']}"
+                + (f" ({os.path.basename(cause['file'])}:{cause['line']})" if cause["file"] else "")
+                if cause else "")
         self._add(
             f"nan_inf|{graph_id}|{node.name}|{where}", kind="nan_inf", severity="warning",
-            message=f"first NaN/Inf in {where} appears at {target} (node {node.name})",
-            hint="Its inputs are finite: this op creates the non-finite values.",
+            message=f"{value} in {where} first appears at {target} (node {node.name})"
+                    + (f" and reaches {reaches}" if reaches else ""),
+            hint=(f"Its inputs hold infinities{made}; this op turns them into NaN."
+                  if cause else "Its inputs are finite: this op creates the non-finite values."),
             user_frame=user_id, stack=stack, graph_id=graph_id, node=node.name, op=target,
-            detail={"where": where, "call": call_idx, "module_path": mpath, "module_class": mcls})
+            detail={"where": where, "call": call_idx, "module_path": mpath, "module_class": mcls,
+                    "value": value, "reaches": reaches, "from_inf": cause})
 
     # -- failures ------------------------------------------------------------------------
     def runtime_error(self, exc: BaseException) -> None:
@@ -242,8 +340,9 @@ class Findings:
         if node is not None:
             user_id, stack = self.node_site(node, prefer_creator=check is not None and not check.ok)
             target = node_target(node)
-        else:
-            # no node to blame (a toolchain failure): the user's call that compiled
+        if user_id is None:
+            # no node to blame (a toolchain failure), or a node of torch's code only
+            # (torch.compile(nn.Linear(...))): the user's call that compiled
             caller = user_frames(traceback.extract_stack(sys._getframe(1)))
             if caller:
                 user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
@@ -355,12 +454,23 @@ class Findings:
     def malformed_graph(self, graph_id: int | None, check, stage: str) -> None:
         """Record what `lint.lint_graph` found in a graph."""
         w = self.writer
+        caller = None
         for p in check.problems:
             user_id = stack = None
             if p.fx_node is not None:
                 user_id, stack = self.node_site(p.fx_node, prefer_creator=True)
             by_pass = p.created_at is not None
             hint = _MALFORMED_HINTS.get(p.check)
+            if user_id is None:
+                # no line of its own (no node; a node traced before the session
+                # began): at the user's call that checked, or compiled, the graph
+                if caller is None:
+                    caller = user_frames(traceback.extract_stack(sys._getframe(1)))
+                if caller:
+                    user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+                    hint = (f"{p.node or 'The graph'} has no source line of its own: shown at "
+                            f"your call that {'checked' if stage == 'check_graph' else 'compiled'} "
+                            f"the graph. " + (hint or ""))
             if by_pass:
                 model = node_source(w, p.fx_node)[0] if p.stack_trace else None
                 f = w.frame(model) if model else None
@@ -383,25 +493,36 @@ class Findings:
         w = self.writer
         user_id = stack = None
         target = None
+        wrong_fakes = []
         if node is not None:
             user_id, stack, _, _ = node_source(w, node)
             target = node_target(node)
             message = f"compiled graph {graph_id} fails at {target}: {headline(exc)}"
+            # the failing value came out of a custom op whose fake disagrees with it?
+            wrong_fakes = fakecheck.checked(self.ctx, fakecheck.at_replay_failure, node,
+                                            replay_exc)
         else:
             g = self.ctx.graphs[graph_id]
-            if g.code_file:
+            if g.code_file and not is_internal(g.code_file):
                 user_id = w.frame_id(g.code_file, g.code_line, g.code_name or "?")
             message = (f"compiled graph {graph_id} fails on inputs that eager runs fine: "
                        f"{headline(exc)}")
+        if user_id is None:
+            # only torch's code in the graph (torch.compile(nn.Linear(...))): the user's call
+            caller = user_frames(traceback.extract_stack(sys._getframe(1)))
+            if caller:
+                user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
         key = f"runtime_error|graph{graph_id}|{node.name if node is not None else '-'}"
         self._remember(exc, key)
         self._add(
             key,
             kind="runtime_error", severity="error", message=message, reason=str(exc)[:100000],
+            hint=fakecheck.hint(wrong_fakes, at_run_time=True) if wrong_fakes else None,
             user_frame=user_id, stack=stack, graph_id=graph_id,
             node=node.name if node is not None else None, op=target,
             detail={"call": call_idx, "exception": type(exc).__name__,
-                    "eager_replay": None if replay_exc is None else headline(replay_exc)})
+                    "eager_replay": None if replay_exc is None else headline(replay_exc),
+                    **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {})})
 
     def compile_failure(self, m: dict, cid: str | None, exc: BaseException | None = None) -> None:
         """A frame's compile failed (Dynamo's Unsupported under fullgraph,
@@ -410,27 +531,39 @@ class Findings:
         if cid in self._compile_error_cids:
             return  # already mapped to its node by backend_failure
         w = self.writer
-        file, line = m.get("fail_user_frame_filename"), m.get("fail_user_frame_lineno")
+        # the deepest frame outside torch: torch's own fail_user_frame may be a
+        # torch file (F.linear inside nn.Linear's forward); torch frames stay out
         real = list(getattr(exc, "real_stack", None) or [])
         user = user_frames(real)
         if not user and exc is not None:
             # guard-time errors (ConstraintViolationError) carry the user stack in their text
             user = user_frames(f for f, _ in parse_traceback(str(exc)))
-        if user and not (file and line):
-            file, line = user[-1].file, user[-1].line
-        user_id = w.frame_id(file, line, user[-1].function if user else (m.get("co_name") or "?")) \
-            if file and line else None
+        file, line = m.get("fail_user_frame_filename"), m.get("fail_user_frame_lineno")
+        function = m.get("co_name") or "?"
+        if user:
+            file, line, function = user[-1]
+        elif not (file and line) or is_internal(file):
+            # only torch's code was being compiled (torch.compile(nn.Linear(...))), or
+            # no line known: the user's call
+            user = user_frames(traceback.extract_stack(sys._getframe(1)))
+            file, line, function = user[-1] if user else (None, None, function)
+        user_id = w.frame_id(file, line, function) if file and line else None
         stack = w.stack_id(user) if user else None
         reason = str(m.get("fail_reason") or (str(exc) if exc is not None else ""))
         message = headline(exc) if exc is not None else \
             f"{m.get('fail_type')}: {reason.splitlines()[0] if reason else ''}"
         explanation, hints = explain_unsupported(reason)
+        # a custom op's wrong fake made the value that failed: say so, at its register_fake
+        wrong_fakes = fakecheck.checked(self.ctx, fakecheck.at_compile_failure, exc) \
+            if exc is not None else []
+        advice = fakecheck.hint(wrong_fakes) if wrong_fakes else (hints[0] if hints else None)
         key = f"compile_error|{file}:{line}|{m.get('fail_type')}|{reason[:200]}"
         self._add(
             key, kind="compile_error", severity="error", message=message[:500],
-            reason=reason, hint=hints[0] if hints else None, user_frame=user_id, stack=stack,
+            reason=reason, hint=advice, user_frame=user_id, stack=stack,
             compile_id=cid,
             detail={"fail_type": m.get("fail_type"), "explanation": explanation, "hints": hints,
+                    **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {}),
                     "traceback": _format_tb(exc)})
         self._remember(exc, key)
 
@@ -459,7 +592,9 @@ class Findings:
         row = self._written.get(key)
         if row is None:
             return
-        frames = [Frame(f.filename, f.lineno or 0, f.name)
+        # absolute, as the writer stores them (a script run as `rc.py` has relative paths)
+        frames = [Frame(f.filename if f.filename.startswith("<") else os.path.abspath(f.filename),
+                        f.lineno or 0, f.name)
                   for f in traceback.extract_tb(exc.__traceback__)]
         outer: list[Frame] = []  # the program's frames down to its call into torch
         for f in frames:
@@ -468,7 +603,13 @@ class Findings:
             elif outer:
                 break
         inner = [Frame(*f) for f in w.stack_frames(row["stack"])] if row.get("stack") else []
-        stack = w.stack_id(outer + [f for f in inner if f not in outer]) or row.get("stack")
+        if outer and outer[-1] in inner:
+            # the finding's stack already holds the program's call (the caller's
+            # whole stack, when only torch's code was compiled): from the program's frame on
+            merged = inner[inner.index(outer[0]):] if outer[0] in inner else inner
+        else:
+            merged = outer + [f for f in inner if f not in outer]
+        stack = w.stack_id(merged) or row.get("stack")
         detail = dict(row.get("detail") or {}, uncaught=True, exception=type(exc).__name__)
         self._update(key, stack=stack, detail=detail)
 
@@ -496,27 +637,3 @@ def _format_tb(exc: BaseException | None) -> str | None:
     return "".join(traceback.format_exception(exc))[-20000:]
 
 
-def _guard_text(reason: str) -> str:
-    """First line of a guard-failure reason, without its "0/0: " cache-entry
-    prefix and the trailing "# code  # file:line" comment."""
-    line = re.sub(r"^\d+/\d+: ", "", reason.strip().splitlines()[0] if reason.strip() else "")
-    line = re.split(r"\s{2,}#", line)[0].strip()
-    line = re.sub(r"\._modules\['([^']+)'\]", r".\1", line)  # blocks.0.drop, as the user writes it
-    if not line.startswith(("tensor ", "type of", "id of", "len of")) and "mismatch" not in line:
-        line = f"guard failed: {line}"
-    return line
-
-
-def _recompile_hint(guard: str) -> str:
-    if "size mismatch" in guard or "stride mismatch" in guard:
-        return ("An input's shape changed. If it keeps changing, mark that dimension "
-                "dynamic (torch._dynamo.mark_dynamic) or compile with dynamic=True.")
-    if ".training" in guard:
-        return ("A module switched between train() and eval(). One compile per mode is "
-                "expected; many modules toggling means many recompiles.")
-    if "dtype" in guard or "device" in guard or "requires_grad" in guard:
-        return "An input's dtype, device or requires_grad changed between calls."
-    if "==" in guard:
-        return ("A Python value the graph was specialised on changed. Pass it as a "
-                "tensor, or keep it constant across calls.")
-    return "A guard on the compiled code failed for this call (see the reason)."

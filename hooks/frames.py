@@ -14,6 +14,8 @@ import torch
 
 from graphdbg.sourcemap import innermost_user, is_internal, parse_traceback
 
+from . import creation
+
 _CALL_IMPL = torch.nn.Module._call_impl.__code__
 _WRAPPED_CALL_IMPL = torch.nn.Module._wrapped_call_impl.__code__
 MAX_USER_FRAMES = 24
@@ -208,9 +210,38 @@ def node_target(node: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> 
     return str(node.target)
 
 
+def module_site(node: torch.fx.Node) -> tuple[str, int, str] | None:
+    """Where the user's code made the innermost module of ``node`` whose making
+    was recorded (hooks/creation.py): the line for nodes of modules whose
+    forward lives in torch (``nn.Sequential(nn.Linear(...), nn.ReLU())``).
+    Else, for a module compiled whole, the line it was compiled at."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    entries = []
+    for key, entry in reversed(list(stack.items())):
+        try:
+            entries.append((key, entry[1]))
+        except (TypeError, IndexError):
+            entries.append((key, None))
+    for compiled in (False, True):  # else the line its root module was compiled at
+        for key, cls in entries:
+            site = creation.module_site_by_id(key, cls, compiled=compiled)
+            if site is not None:
+                return site
+    return None
+
+
+def fallback_site(node: torch.fx.Node) -> tuple[str, int, str] | None:
+    """The line of a node whose ``stack_trace`` names no user frame: the line
+    ``symbolic_trace`` traced it from, else the line that made its module."""
+    return creation.traced_at(node) or module_site(node)
+
+
 def node_source(writer, node: torch.fx.Node) -> tuple[int | None, int | None, str | None, str | None]:
     """(user frame id, user stack id, module path, module class) of an FX node,
-    from its ``stack_trace`` and ``nn_module_stack``, interned in ``writer``."""
+    from its ``stack_trace`` and ``nn_module_stack``, interned in ``writer``.
+    Without a user frame in its ``stack_trace``: `fallback_site`."""
     parsed = parse_traceback(node.meta.get("stack_trace") or "")
     user_parsed = [(f, c) for f, c in parsed if not is_internal(f.file)]
     stack = writer.stack_id([f for f, _ in user_parsed], [c for _, c in user_parsed])
@@ -219,5 +250,10 @@ def node_source(writer, node: torch.fx.Node) -> tuple[int | None, int | None, st
     if user is not None:
         code = next((c for f, c in parsed if f == user), None)
         user_id = writer.frame_id(user.file, user.line, user.function, code or None)
+    else:
+        site = fallback_site(node)
+        if site is not None:
+            user_id = writer.frame_id(*site)
+            stack = stack or writer.stack_id([site])
     mpath, mcls = nn_module_path(node.meta.get("nn_module_stack"))
     return user_id, stack, mpath, mcls

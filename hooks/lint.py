@@ -36,7 +36,7 @@ import torch.fx
 from torch.utils._pytree import tree_flatten
 
 from .creation import created_at
-from .frames import node_target
+from .frames import fallback_site, node_target
 
 _UNKNOWN = object()
 
@@ -52,11 +52,15 @@ class GraphProblem:
     stack_trace: str | None = None
     created_at: tuple[str, int, str] | None = None
     fx_node: torch.fx.Node | None = field(default=None, repr=False, compare=False)
+    # the node's line when its stack_trace has none (`frames.fallback_site`):
+    # the line symbolic_trace traced it from, or the line that made its module
+    fallback: tuple[str, int, str] | None = None
 
     def site(self) -> tuple[str | None, int | None, bool]:
         """(file, line, made by a pass): the line of the user's pass that made
         the node when known (a broken node is the pass's bug even when it
-        copied the replaced node's meta), else the node's ``stack_trace``."""
+        copied the replaced node's meta), else the node's ``stack_trace``,
+        else its `fallback` line."""
         if self.created_at:
             return self.created_at[0], self.created_at[1], True
         if self.stack_trace:
@@ -64,6 +68,8 @@ class GraphProblem:
             user = innermost_user([f for f, _ in parse_traceback(self.stack_trace)])
             if user is not None:
                 return user.file, user.line, False
+        if self.fallback:
+            return self.fallback[0], self.fallback[1], False
         return None, None, False
 
 
@@ -86,8 +92,12 @@ def _problem(node: torch.fx.Node | None, check: str, message: str, gm=None,
         target = node_target(node, gm)
     except Exception:
         target = str(node.target)
+    try:
+        fallback = fallback_site(node)
+    except Exception:
+        fallback = None
     return GraphProblem(check, node.name, target, message, severity,
-                        node.meta.get("stack_trace"), created_at(node), node)
+                        node.meta.get("stack_trace"), created_at(node), node, fallback)
 
 
 def _has_attr(root: Any, qualname: str) -> bool:

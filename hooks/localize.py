@@ -105,7 +105,7 @@ class Localizer:
                  loc: Localization) -> tuple[list[ValueDiff | None], dict[str, Any]]:
         """The graph compiled at ``stage`` with ``names`` as its outputs: the
         finding per name, and the compiled values."""
-        fn = self.compile(stage, graph_with_outputs(self.gm, names), inputs, loc)
+        fn = self.compile(stage, graph_with_outputs(self.gm, names, ref.as_ran), inputs, loc)
         with preserved_rng(), torch.no_grad():
             set_rng(rng)
             out = flat(fn(*clone_inputs(inputs)))
@@ -183,7 +183,7 @@ class Localizer:
         overrides = {n: compiled[n] for n in self.random_nodes if n in compiled}
         with preserved_rng(), torch.no_grad():
             set_rng(rng)
-            ref = RecordingInterpreter(self.gm, overrides=overrides)
+            ref = RecordingInterpreter(self.gm, overrides=overrides, health=False)
             ref.run(*clone_inputs(inputs))
             set_rng(rng)
             try:
@@ -207,7 +207,9 @@ class Localizer:
     def _isolated(self, loc: Localization, ref: RecordingInterpreter,
                   judge: RecordingInterpreter | None) -> dict:
         try:
-            gm1, inputs = single_node_graph(self.gm, loc.node, ref.values)
+            # its inputs as it read them (after any in-place writes into them)
+            gm1, inputs = single_node_graph(self.gm, loc.node,
+                                            {**ref.values, **ref.seen.get(loc.node, {})})
             fn = self.compile(loc.stage, gm1, inputs, loc)
             with preserved_rng(), torch.no_grad():
                 out = flat(fn(*clone_inputs(inputs)))[0]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
+import operator
 from typing import Any
 
 import torch
@@ -21,7 +23,6 @@ RANDOM_OPS = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_li
               "random_", "rrelu"}
 _DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
              "feature_alpha_dropout")
-_INPLACE_FUNCS = {"setitem", "copy_", "index_put_", "scatter_", "masked_fill_"}
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 
 
@@ -52,20 +53,92 @@ def is_random(node: torch.fx.Node) -> bool:
     return name in RANDOM_OPS
 
 
+_INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                      operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                      operator.irshift, operator.setitem}
+_INPLACE_POSITION: dict[Any, int | None] = {}
+
+
+def _inplace_position(target) -> int | None:
+    """Position of a function's ``inplace`` parameter (F.relu: 1), if it has one."""
+    try:
+        return _INPLACE_POSITION[target]
+    except (KeyError, TypeError):
+        pass
+    pos = None
+    try:
+        names = list(inspect.signature(target).parameters)
+        pos = names.index("inplace") if "inplace" in names else None
+    except (TypeError, ValueError):
+        pass
+    try:
+        _INPLACE_POSITION[target] = pos
+    except TypeError:
+        pass
+    return pos
+
+
+def written_node(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The node whose tensor ``node`` writes in place (``x.add_``, ``x += y``,
+    ``x[i] = v``, ``F.relu(x, inplace=True)``, ``out=x``), or None."""
+    def first() -> torch.fx.Node | None:
+        a = node.args[0] if node.args else None
+        return a if isinstance(a, torch.fx.Node) else None
+    if node.op == "call_method":
+        name = str(node.target)
+        return first() if name.endswith("_") and not name.endswith("__") else None
+    if node.op == "call_function":
+        target = node.target
+        out = node.kwargs.get("out")
+        if isinstance(out, torch.fx.Node):
+            return out
+        if isinstance(target, torch._ops.OpOverload):
+            args = target._schema.arguments
+            return first() if args and args[0].alias_info is not None and \
+                args[0].alias_info.is_write else None
+        name = getattr(target, "__name__", "")
+        try:
+            if target in _INPLACE_OPERATORS:
+                return first()
+        except TypeError:
+            pass
+        if name.endswith("_") and not name.endswith("__"):
+            return first()
+        if node.kwargs.get("inplace") is True:
+            return first()
+        pos = _inplace_position(target) if "inplace" not in node.kwargs else None
+        if pos is not None and len(node.args) > pos and node.args[pos] is True:
+            return first()
+        return None
+    if node.op == "call_module":
+        root = node.graph.owning_module
+        try:
+            mod = root.get_submodule(str(node.target)) if root is not None else None
+        except AttributeError:
+            mod = None
+        return first() if getattr(mod, "inplace", False) else None
+    return None
+
+
+def value_node(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose tensor is ``node``'s value: the written tensor for
+    ``x[i] = v`` (which returns None), else ``node`` itself."""
+    if node.op == "call_function" and node.target is operator.setitem:
+        w = written_node(node)
+        if w is not None:
+            return w
+    return node
+
+
 def mutates_inputs(gm: torch.fx.GraphModule) -> bool:
     """Conservative: does any node write in place (so inputs need cloning)?"""
     for n in gm.graph.nodes:
-        if n.op == "call_method" and str(n.target).endswith("_") and not str(n.target).endswith("__"):
+        if written_node(n) is not None:
             return True
-        if n.op == "call_function":
-            name = getattr(n.target, "__name__", "")
-            if (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_FUNCS:
-                return True
-            if n.kwargs.get("inplace") is True or "out" in n.kwargs:
-                return True
         if n.op == "call_module":
             mod = gm.get_submodule(str(n.target))
-            if getattr(mod, "inplace", False) or isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
+            if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
                 return True
     return False
 
@@ -127,13 +200,39 @@ def preserved_rng():
 
 # -- cut-down graphs --------------------------------------------------------------------
 
-def graph_with_outputs(gm: torch.fx.GraphModule, names: list[str]) -> torch.fx.GraphModule:
-    """A copy of ``gm`` that returns the values of ``names`` (and nothing after them)."""
+def graph_with_outputs(gm: torch.fx.GraphModule, names: list[str],
+                       as_ran: set[str] | frozenset = frozenset()) -> torch.fx.GraphModule:
+    """A copy of ``gm`` that returns the values of ``names`` as each was when
+    its node ran (and runs nothing after them): ``as_ran`` names nodes whose
+    tensor a later node writes in place; they are returned as copies taken
+    right after the node ran. Nodes that write in place are kept up to the
+    last of ``names`` (dead code elimination would drop an ``x.add_(1)``
+    whose result is unused) and dropped after it."""
     new = copy.deepcopy(gm)
-    by_name = {n.name: n for n in new.graph.nodes}
+    nodes = list(new.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    by_name = {n.name: n for n in nodes}
+    outs = []
+    for x in names:
+        n = by_name[x]
+        src = value_node(n)
+        if x in as_ran:
+            with new.graph.inserting_after(n):
+                src = new.graph.create_node("call_function", torch.clone, (src,),
+                                            name=f"{x}_as_ran")
+        outs.append(src)
+    last = max((index[by_name[x]] for x in names), default=-1)
     out = next(n for n in new.graph.nodes if n.op == "output")
-    out.args = (tuple(by_name[x] for x in names),)
-    new.graph.eliminate_dead_code()
+    out.args = (tuple(outs),)
+
+    def keep(n: torch.fx.Node) -> bool:
+        if n.op in ("placeholder", "output"):
+            return True
+        if written_node(n) is not None:
+            return index.get(n, len(nodes)) <= last
+        return n.is_impure()
+
+    new.graph.eliminate_dead_code(is_impure_node=keep)
     new.recompile()
     return new
 
@@ -155,6 +254,7 @@ def single_node_graph(gm: torch.fx.GraphModule, name: str,
         else:
             env[inp] = val
     new_node = graph.node_copy(node, lambda n: env[n])
-    graph.output((new_node,))
+    value = value_node(node)  # x[i] = v: the written tensor
+    graph.output((new_node if value is node else env[value],))
     root = gm if node.op in ("call_module", "get_attr") else torch.nn.Module()
     return torch.fx.GraphModule(root, graph), inputs

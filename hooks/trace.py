@@ -27,6 +27,7 @@ from graphdbg.sourcemap import Frame, is_internal, original_function, parse_trac
 
 from .context import CaptureContext
 from .findings import Findings
+from .guards import current_value, newest_change, parse_reason
 
 # Kept in the run file's events table (others are dropped: chromium timing
 # events, fake-tensor descriptions and bytecode dumps are bulky and not used).
@@ -48,6 +49,17 @@ def _compile_id(md: dict) -> str | None:
     if md.get("compiled_autograd_id") is not None:
         cid = f"!{md['compiled_autograd_id']}/{cid}"
     return cid
+
+
+def _frame_being_compiled():
+    """The frame Dynamo is recompiling: the ``frame`` argument of torch's
+    ``get_and_maybe_log_recompilation_reasons``, which emits the reasons."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "get_and_maybe_log_recompilation_reasons":
+            return f.f_locals.get("frame")
+        f = f.f_back
+    return None
 
 
 def parse_graph_break(payload: str) -> dict:
@@ -155,8 +167,19 @@ class TraceHandler(logging.Handler):
         except ValueError:
             reasons = [payload]
         reasons = [str(r) for r in reasons] or ["(no reason given)"]
+        frame = _frame_being_compiled()
+        code = None
+        now = None
+        guards = newest_change([parse_reason(r) for r in reasons])
+        if frame is not None:
+            c = frame.f_code
+            code = Frame(c.co_filename, c.co_firstlineno, c.co_name)
+            try:
+                now = current_value(guards[0], frame.f_locals, frame.f_globals)
+            except Exception:  # a frame torch lets us read, but never worth a failure
+                now = None
         site, users = self._entry_call_site()
-        self.findings.recompile(site, users, reasons, cid)
+        self.findings.recompile(code, guards, now, site, users, reasons, cid)
 
     @staticmethod
     def _entry_call_site() -> tuple[Frame | None, list[Frame]]:
@@ -186,17 +209,24 @@ class TraceHandler(logging.Handler):
         if m.get("co_filename"):
             line = resumed_at or m.get("co_firstlineno") or 0
             frame_id = w.frame_id(m["co_filename"], line, func)
+        code_file = m.get("co_filename")
+        if code_file and not code_file.startswith("<"):
+            code_file = os.path.abspath(code_file)  # Dynamo keeps the path as given
         for g in ctx.graphs_for_compile(cid):
-            g.code_name, g.code_file = func, m.get("co_filename")
-            g.code_line = resumed_at or m.get("co_firstlineno")
-            w.put_graph(g.id, code_name=g.code_name, code_file=g.code_file,
-                        code_line=g.code_line, user_frame=frame_id,
-                        compile_time_s=m.get("entire_frame_compile_time_s"))
+            if g.code_file is None:  # else backend.py named it (a module compiled whole)
+                g.code_name, g.code_file = func, code_file
+                g.code_line = resumed_at or m.get("co_firstlineno")
+                w.put_graph(g.id, code_name=g.code_name, code_file=g.code_file,
+                            code_line=g.code_line, user_frame=frame_id)
+            w.put_graph(g.id, compile_time_s=m.get("entire_frame_compile_time_s"))
         ctx.count("frame_compiles")
         ctx.progress.end()
         if m.get("fail_type"):
             # emitted while the failure propagates: the exception is in flight
-            self.findings.compile_failure(m, cid, sys.exc_info()[1])
+            exc = sys.exc_info()[1]
+            if self.findings.recompile_limit_raised(exc):
+                return  # the recompile-limit finding already says it, at the guard's line
+            self.findings.compile_failure(m, cid, exc)
 
 
 class RecompileLimitHandler(logging.Handler):

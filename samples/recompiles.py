@@ -15,9 +15,9 @@ Demonstrates guard failures that force Dynamo to compile the same code again:
 Grad mode is kept the same throughout so each recompile has a single cause.
 None of the compiled code graph-breaks.
 
-Expected graphdbg findings: 3 recompiles, one at each call line marked with
-an expectation comment below, and no graph breaks.  Torch compiles 6 graphs
-in total (3 first compiles + 3 recompiles).
+Expected: 3 recompiles at the failed guards' lines (marked below: the size
+guard at the call, ``scale`` where it is used, ``training`` where ``forward``
+calls BatchNorm/Dropout), no graph breaks, 6 graphs (3 compiles + 3 recompiles).
 """
 
 import torch
@@ -30,7 +30,7 @@ def normalize(x):
 
 
 def scaled_residual(x, scale):
-    return x + scale * torch.tanh(x)
+    return x + scale * torch.tanh(x)  # graphdbg-expect: recompile
 
 
 class Classifier(nn.Module):
@@ -42,7 +42,7 @@ class Classifier(nn.Module):
         self.fc2 = nn.Linear(32, n_classes)
 
     def forward(self, x):
-        h = self.drop(torch.relu(self.bn(self.fc1(x))))
+        h = self.drop(torch.relu(self.bn(self.fc1(x))))  # graphdbg-expect: recompile
         return self.fc2(h)
 
 
@@ -61,7 +61,7 @@ def main():
         c_scaled = torch.compile(scaled_residual, backend=args.backend)
         x = torch.randn(4, 16)
         outputs["scaled_half"] = c_scaled(x, 0.5)
-        outputs["scaled_double"] = c_scaled(x, 2.0)  # graphdbg-expect: recompile
+        outputs["scaled_double"] = c_scaled(x, 2.0)
 
         # 3. Train/eval toggle of a module with BatchNorm and Dropout.
         model = Classifier()
@@ -70,7 +70,7 @@ def main():
         model.train()
         outputs["logits_train"] = c_model(batch)
         model.eval()
-        outputs["logits_eval"] = c_model(batch)  # graphdbg-expect: recompile
+        outputs["logits_eval"] = c_model(batch)
 
     outputs["bn_running_mean"] = model.bn.running_mean
     outputs["bn_running_var"] = model.bn.running_var

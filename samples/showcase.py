@@ -20,8 +20,8 @@ that prints the norm of the hidden state with ``.item()``; Dynamo cannot put
 ``.item()`` in the graph, so the compiled forward graph-breaks there.
 
 Expected graphdbg findings: one graph break, at the ``.item()`` line in
-``report_activation``, and one recompile, at the eval-mode call in ``main``
-(both lines carry an expectation comment).  Torch's own counters for a run:
+``report_activation``, and one recompile, where a Dropout's ``training`` guard
+failed (both lines carry an expectation comment).  Torch's own counters for a run:
 1 recompile; ``counters["graph_break"]`` sums to 3 (all at the same line:
 the break is hit while inlining the helper into ``forward``, again when the
 helper runs as its own frame, and once more when ``forward`` is recompiled).
@@ -83,7 +83,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
         att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.drop(self.proj(att.transpose(1, 2).reshape(b, t, d)))
+        x = x + self.drop(self.proj(att.transpose(1, 2).reshape(b, t, d)))  # graphdbg-expect: recompile
         return x + self.drop(self.mlp(self.ln2(x)))
 
 
@@ -128,7 +128,7 @@ def main():
         losses.append(loss.detach())
 
     model.eval()
-    eval_logits = compiled(inputs).detach()  # graphdbg-expect: recompile
+    eval_logits = compiled(inputs).detach()
     eval_loss = F.cross_entropy(eval_logits.reshape(-1, eval_logits.shape[-1]), targets.reshape(-1))
 
     predictions = eval_logits.argmax(dim=-1)

@@ -59,14 +59,36 @@ def report_json(run: Path | str, cwd: Path | str) -> dict:
 
 
 def report_doc(run: Path | str) -> dict:
-    """The `report --json` document, built in-process (JSON round trip included)."""
+    """The `report --json` document, built in-process (JSON round trip included).
+    Every document is checked: each finding has a file and a line."""
     import graphdbg as api
     from graphdbg.report import document
     reader = api.open_run(str(run))
     try:
-        return json.loads(json.dumps(document(reader), default=str))
+        doc = json.loads(json.dumps(document(reader), default=str))
     finally:
         reader.close()
+    assert_every_finding_has_a_line(doc)
+    return doc
+
+
+def findings_without_a_line(doc: dict) -> list[dict]:
+    """The diagnostics of a report document with no file or no line > 0."""
+    return [d for d in doc["diagnostics"]
+            if not d.get("file") or not isinstance(d.get("line"), int) or d["line"] <= 0]
+
+
+def assert_every_finding_has_a_line(doc: dict) -> None:
+    """A finding without a file and a line is a bug (issue 9): raise an
+    AssertionError that lists each one."""
+    missing = findings_without_a_line(doc)
+    if missing:
+        raise AssertionError(
+            f"{len(missing)} finding(s) without a file and line in {doc['run'].get('file')}:\n"
+            + "\n".join(f"  #{d['id']} {d['kind']} ({d['severity']}) node={d.get('node')!r} "
+                        f"graph={d.get('graph')!r} stage={(d.get('detail') or {}).get('stage')!r} "
+                        f"file={d.get('file')!r} line={d.get('line')!r}: {str(d['message'])[:200]}"
+                        for d in missing))
 
 
 def report_text(run: Path | str) -> str:

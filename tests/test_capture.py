@@ -144,25 +144,6 @@ def test_break_inside_a_library_is_reported_at_the_library_line(tmp_path, monkey
     monkeypatch.delitem(sys.modules, "fancylib.layers")
 
 
-def times(x, k):
-    return x * k
-
-
-@in_process
-def test_recompile_limit_hit_is_reported(tmp_path):
-    run = tmp_path / "x.run"
-    with torch._dynamo.config.patch(recompile_limit=2), graphdbg.capture(str(run)):
-        cf = torch.compile(times, backend="eager", dynamic=False)
-        for k in range(4):
-            cf(torch.ones(2), k)  # MARK recompiled call
-    rec = [d for d in report_doc(run)["diagnostics"] if d["kind"] == "recompile"]
-    limit = [d for d in rec if "recompile limit" in d["message"]]
-    assert limit and limit[0]["severity"] == "error"
-    site = [d for d in rec if d not in limit]
-    assert site and site[0]["line"] == line_of(HERE, "recompiled call")
-    assert "guard failed" in site[0]["message"]
-
-
 def matmul_relu_sum(x, y):
     return (x @ y).relu().sum(dim=0)  # MARK matmul
 

@@ -1,0 +1,249 @@
+"""Recompiles sit at the line that installed the failed guard: one finding per
+(recompiled code object, guard), counted up when the same guard fails again;
+guards without a source line at the user's call; the recompile limit as one
+error at the guard's line. Real torch.compile, in-process, backend "eager"."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn as nn
+
+import graphdbg
+from conftest import line_of, report_doc
+
+HERE = __file__
+in_process = pytest.mark.usefixtures("clean_torch")
+
+
+def recompiles(run) -> list[dict]:
+    return [d for d in report_doc(run)["diagnostics"] if d["kind"] == "recompile"]
+
+
+def at(d: dict) -> tuple[str, int]:
+    return d["file"], d["line"]
+
+
+def scale_shift(x, scale, shift):
+    y = x * scale  # MARK scale used
+    return y + shift  # MARK shift used
+
+
+@in_process
+def test_two_python_numbers_are_two_findings_at_their_lines(tmp_path):
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(scale_shift, backend="eager", dynamic=False)
+        x = torch.randn(4)
+        f(x, 2.0, 1.0)
+        f(x, 3.0, 1.0)  # MARK scale changes
+        f(x, 3.0, 5.0)
+        f(x, 4.0, 5.0)  # MARK scale again
+    found = {at(d): d for d in recompiles(run)}
+    scale = found.pop((HERE, line_of(HERE, "scale used")))
+    shift = found.pop((HERE, line_of(HERE, "shift used")))
+    assert not found, found
+    # the same guard failing again counts up its finding
+    assert (scale["count"], shift["count"]) == (2, 1)
+    assert scale["severity"] == "warning"
+    assert "scale_shift()" in scale["message"] and "scale changed 2 times" in scale["message"]
+    assert "2.0 -> 3.0 -> 4.0" in scale["message"]
+    assert shift["message"].endswith("shift changed: was 1.0, now 5.0")
+    assert "torch.tensor(shift)" in shift["hint"] and "dynamic=True" in shift["hint"]
+    # the user's call that recompiled is in the chain, above the guard's line
+    lines = [(f["file"], f["line"]) for f in scale["stack"]]
+    assert lines[-1] == (HERE, line_of(HERE, "scale used"))
+    assert (HERE, line_of(HERE, "scale changes")) in lines
+
+
+def normalize(x):
+    return x / x.sum()
+
+
+@in_process
+def test_size_and_grad_mode_guards_sit_at_the_call(tmp_path):
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(normalize, backend="eager", dynamic=False)
+        f(torch.randn(4))
+        f(torch.randn(6))  # MARK new size
+        with torch.no_grad():
+            f(torch.randn(6))  # MARK no grad
+    found = {at(d): d for d in recompiles(run)}
+    size = found.pop((HERE, line_of(HERE, "new size")))
+    grad = found.pop((HERE, line_of(HERE, "no grad")))
+    assert not found, found
+    def_line = normalize.__code__.co_firstlineno
+    assert f"normalize() at test_placement_recompile.py:{def_line}" in size["message"]
+    assert "size (dim 0) changed: was 4, now 6" in size["message"]
+    assert "mark_dynamic(x, 0)" in size["hint"]
+    assert "grad_mode" in grad["message"] and "no_grad" in grad["hint"]
+    assert size["detail"]["guard_located"] is False
+
+
+def checked_sum(x):
+    return x.sum()
+
+
+@in_process
+def test_tensor_guard_names_the_property_that_changed(tmp_path):
+    # torch lists one failure per cached version: the change is the failure of
+    # the version that matched the most (here requires_grad, not the dtype)
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(checked_sum, backend="eager", dynamic=False)
+        f(torch.ones(2))
+        f(torch.ones(2, dtype=torch.float64))  # MARK dtype
+        f(torch.ones(2, requires_grad=True))  # MARK requires_grad
+    found = {at(d): d for d in recompiles(run)}
+    assert "dtype changed: was Float, now Double" in found[(HERE, line_of(HERE, "dtype"))]["message"]
+    rg = found[(HERE, line_of(HERE, "requires_grad"))]
+    assert "requires_grad changed: was False, now True" in rg["message"]
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.1)
+        self.use_bias = True
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.use_bias:  # MARK use_bias read
+            h = h + 1
+        return self.drop(h)  # MARK dropout called
+
+
+@in_process
+def test_module_attribute_guards_sit_at_the_line_that_read_them(tmp_path):
+    run = tmp_path / "x.run"
+    model = Head()
+    with graphdbg.capture(str(run)):
+        m = torch.compile(model, backend="eager")
+        x = torch.randn(2, 4)
+        m(x)
+        model.eval()
+        m(x)  # MARK eval call
+        model.use_bias = False
+        m(x)
+    found = {at(d): d for d in recompiles(run)}
+    training = found.pop((HERE, line_of(HERE, "dropout called")))
+    use_bias = found.pop((HERE, line_of(HERE, "use_bias read")))
+    assert not found, found
+    # `training` is read inside torch's Dropout: the user's call of it is the line
+    assert "self.drop.training changed: was True, now False" in training["message"]
+    assert "one compile per mode is expected" in training["hint"]
+    assert (HERE, line_of(HERE, "eval call")) in [(f["file"], f["line"]) for f in training["stack"]]
+    assert "self.use_bias changed: was True, now False" in use_bias["message"]
+    assert all(not f["file"].startswith(torch.__path__[0]) for f in training["stack"])
+
+
+LIBRARY = '''
+import torch
+
+class Scaler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 0.5
+
+    def forward(self, x):
+        return x * self.scale  # library guard
+'''
+
+
+@pytest.fixture
+def library(tmp_path):
+    """A third-party package, as pip would install it."""
+    root = tmp_path / "lib" / "site-packages"
+    (root / "scalerlib").mkdir(parents=True)
+    (root / "scalerlib" / "__init__.py").write_text(textwrap.dedent(LIBRARY))
+    sys.path.insert(0, str(root))
+    try:
+        import scalerlib
+        yield scalerlib
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("scalerlib", None)
+
+
+class UsesLibrary(nn.Module):
+    def __init__(self, lib):
+        super().__init__()
+        self.inner = lib.Scaler()
+
+    def forward(self, x):
+        return self.inner(x) + 1  # MARK library called
+
+
+@in_process
+def test_guard_inside_a_library_sits_at_the_library_line(tmp_path, library):
+    run = tmp_path / "x.run"
+    model = UsesLibrary(library)
+    with graphdbg.capture(str(run)):
+        m = torch.compile(model, backend="eager")
+        m(torch.ones(2))
+        model.inner.scale = 0.7
+        m(torch.ones(2))
+    (d,) = recompiles(run)
+    assert d["file"] == library.__file__ and d["code"] == "return x * self.scale  # library guard"
+    assert "self.inner.scale changed: was 0.5, now 0.7" in d["message"]
+    assert (HERE, line_of(HERE, "library called")) in [(f["file"], f["line"]) for f in d["stack"]]
+
+
+def times(x, k):
+    return x * k  # MARK k used
+
+
+@in_process
+def test_recompile_limit_is_one_error_at_the_guard_line(tmp_path):
+    run = tmp_path / "x.run"
+    with torch._dynamo.config.patch(recompile_limit=2), graphdbg.capture(str(run)):
+        f = torch.compile(times, backend="eager", dynamic=False)
+        for k in range(4):
+            f(torch.ones(2), k)
+    doc = report_doc(run)
+    assert not [d for d in doc["diagnostics"] if d["kind"] == "compile_error"]
+    (limit,) = [d for d in doc["diagnostics"] if d["severity"] == "error"]
+    (guard,) = [d for d in doc["diagnostics"] if d["severity"] == "warning"]
+    assert at(limit) == at(guard) == (HERE, line_of(HERE, "k used"))
+    assert limit["kind"] == "recompile" and "recompile_limit=2" in limit["message"]
+    assert "times()" in limit["message"] and "k is not one of 0, 1" in limit["message"]
+    assert "run eagerly" in limit["message"]
+
+
+@in_process
+def test_recompile_limit_under_fullgraph_is_the_same_finding(tmp_path):
+    run = tmp_path / "x.run"
+    with torch._dynamo.config.patch(recompile_limit=1), graphdbg.capture(str(run)):
+        f = torch.compile(times, backend="eager", dynamic=False, fullgraph=True)
+        f(torch.ones(2), 0)
+        with pytest.raises(Exception, match="fullgraph"):
+            f(torch.ones(2), 1)
+    doc = report_doc(run)
+    errors = [d for d in doc["diagnostics"] if d["severity"] == "error"]
+    assert [(d["kind"], d["line"]) for d in errors] == [("recompile", line_of(HERE, "k used"))]
+
+
+def shifted(x, shift):
+    return (x + shift).relu()  # MARK inductor guard
+
+
+@pytest.mark.inductor
+@in_process
+def test_guard_line_under_inductor(tmp_path):
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(shifted, dynamic=False)
+        x = torch.randn(8)
+        f(x, 0.5)
+        out = f(x, 1.5)
+    assert torch.equal(out, (x + 1.5).relu())
+    (d,) = recompiles(run)
+    assert at(d) == (HERE, line_of(HERE, "inductor guard"))
+    assert "shift changed: was 0.5, now 1.5" in d["message"]
+    assert [g["backend"] for g in report_doc(run)["graphs"]] == ["inductor", "inductor"]
