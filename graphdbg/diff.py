@@ -278,5 +278,5 @@ def main(a: str, b: str, as_json: bool, rtol: float) -> int:
         sys.stdout.write("\n")
     else:
         from rich.console import Console
-        render(doc, Console(highlight=False, width=None if sys.stdout.isatty() else 120))
+        render(doc, Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 120))
     return 1 if doc["first_divergence"] or doc["graph_boundaries"] else 0

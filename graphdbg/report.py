@@ -151,7 +151,7 @@ def render(doc: dict, console) -> None:
 
     def indented(markup: str) -> None:
         # wrapped lines stay under their finding
-        out.append(Padding(Text.from_markup(markup), (0, 0, 0, 4), expand=False))
+        out.append(Padding(Text.from_markup(markup, emoji=False), (0, 0, 0, 4), expand=False))
 
     diags = doc["diagnostics"]
     if diags:
@@ -255,7 +255,7 @@ def _divergence_line(d: dict) -> str:
 def print_run_summary(path: str) -> None:
     """Short summary after `graphdbg run`, with the next command to type (stderr)."""
     from rich.console import Console
-    console = Console(stderr=True, highlight=False,
+    console = Console(stderr=True, highlight=False, emoji=False,
                       width=None if sys.stderr.isatty() else 120)
     try:
         doc = document(path, nodes=False)
@@ -277,5 +277,5 @@ def main(path: str | None, as_json: bool) -> int:
         # Not a terminal (a pipe, a log, make): wide enough for paths and tables.
         width = None if sys.stdout.isatty() else 120
         # the summary shows no node: they are not loaded
-        render(document(run, nodes=False), Console(highlight=False, width=width))
+        render(document(run, nodes=False), Console(highlight=False, emoji=False, width=width))
     return 0

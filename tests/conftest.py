@@ -55,7 +55,9 @@ def graphdbg(*args: str, cwd: Path | str, timeout: int = 600, env: dict | None =
 
 def report_json(run: Path | str, cwd: Path | str) -> dict:
     """`graphdbg report --json RUN` in a subprocess: for the CLI tests only."""
-    return json.loads(graphdbg("report", "--json", run, cwd=cwd, check=True).stdout)
+    doc = json.loads(graphdbg("report", "--json", run, cwd=cwd, check=True).stdout)
+    assert_every_finding_has_a_line(doc)
+    return doc
 
 
 def report_doc(run: Path | str) -> dict:
@@ -351,6 +353,31 @@ def torch_state() -> dict:
 
 def state_changes(before: dict, after: dict) -> list[str]:
     return [k for k in before if before[k] != after[k]]
+
+
+@pytest.fixture
+def site_package(tmp_path):
+    """``install(name, source)``: a third-party package made from source text
+    in a ``site-packages`` folder on sys.path, as pip would install it, and
+    imported; gone again after the test."""
+    root = tmp_path / "lib" / "site-packages"
+    made: list[str] = []
+
+    def install(name: str, source: str):
+        import importlib
+        import textwrap
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text(textwrap.dedent(source))
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        made.append(name)
+        return importlib.import_module(name)
+
+    yield install
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+    for name in made:
+        sys.modules.pop(name, None)
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ program runs once plain and once under `graphdbg.capture`."""
 from __future__ import annotations
 
 import functools
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -112,18 +110,8 @@ class Block(torch.nn.Module):
 
 
 @pytest.fixture
-def blocklib(tmp_path):
-    """A third-party package, as pip would install it."""
-    root = tmp_path / "lib" / "site-packages"
-    (root / "blocklib").mkdir(parents=True)
-    (root / "blocklib" / "__init__.py").write_text(textwrap.dedent(LIBRARY))
-    sys.path.insert(0, str(root))
-    try:
-        import blocklib
-        yield blocklib
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("blocklib", None)
+def blocklib(site_package):
+    return site_package("blocklib", LIBRARY)
 
 
 class UsesLibrary(torch.nn.Module):

@@ -12,7 +12,6 @@ In-process, cheap backends."""
 
 from __future__ import annotations
 
-import operator
 
 import pytest
 import torch

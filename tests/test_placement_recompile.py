@@ -5,8 +5,6 @@ error at the guard's line. Real torch.compile, in-process, backend "eager"."""
 
 from __future__ import annotations
 
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -157,18 +155,8 @@ class Scaler(torch.nn.Module):
 
 
 @pytest.fixture
-def library(tmp_path):
-    """A third-party package, as pip would install it."""
-    root = tmp_path / "lib" / "site-packages"
-    (root / "scalerlib").mkdir(parents=True)
-    (root / "scalerlib" / "__init__.py").write_text(textwrap.dedent(LIBRARY))
-    sys.path.insert(0, str(root))
-    try:
-        import scalerlib
-        yield scalerlib
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("scalerlib", None)
+def library(site_package):
+    return site_package("scalerlib", LIBRARY)
 
 
 class UsesLibrary(nn.Module):

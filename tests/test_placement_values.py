@@ -329,3 +329,15 @@ def test_compiled_nan_reaching_an_output_is_a_finding_and_a_consumed_one_is_not(
     assert findings(doc, "nan_inf") == []
     (div,) = findings(doc, "divergence")
     assert div["line"] == line_of(HERE, "compiled consumed")
+
+
+@pytest.mark.inductor
+def test_under_inductor_a_causal_mask_is_quiet_and_a_log_of_negatives_is_found(tmp_path):
+    torch.manual_seed(0)
+    doc, out = capture(tmp_path, causal_attention, (torch.randn(4, 8), torch.randn(4, 8)),
+                       "inductor")
+    assert bool(torch.isfinite(out).all())
+    assert doc["diagnostics"] == [] and doc["graphs"][0]["backend"] == "inductor"
+    doc, _ = capture(tmp_path, log_of_negative, (-torch.rand(8) - 0.1,), "inductor", name="q.run")
+    (d,) = findings(doc, "nan_inf")
+    assert (d["file"], d["line"]) == (HERE, line_of(HERE, "log"))
