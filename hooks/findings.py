@@ -106,6 +106,9 @@ class Findings:
         if code is not None:
             func, resumed = original_function(code.function)
             fn = f"{func}() at {os.path.basename(code.file)}:{resumed or code.line}"
+            named = self._whole_compile(code, cid)
+            if named is not None:
+                fn = named
         source = [(f, c) for f, c in guard.source if not is_internal(f.file)]
         frames = list(users)
         codes = [None] * len(frames)
@@ -144,6 +147,19 @@ class Findings:
         if code is not None:
             self._recompiled[code_key] = (key, user_id, stack, guards)
         self.ctx.count("recompiles")
+
+    def _whole_compile(self, code: Frame, cid: str | None) -> str | None:
+        """For torch's own frame (a module compiled whole: `inner` in
+        external_utils.py), the name its graphs got: `Sequential (torch.compile)
+        at model.py:9`."""
+        if not cid or not is_internal(code.file):
+            return None
+        prefix = cid.rsplit("/", 1)[0] + "/"
+        for g in self.ctx.graphs.values():
+            if (g.compile_id or "").startswith(prefix) and g.code_file \
+                    and not is_internal(g.code_file):
+                return f"{g.code_name} at {os.path.basename(g.code_file)}:{g.code_line}"
+        return None
 
     def recompile_limit(self, limit_type: str, limit, func_info: str, reason,
                         users: list[Frame]) -> None:

@@ -29,6 +29,9 @@ _ENTRY = re.compile(r"^\s*(?P<entry>\d+/\d+): ")
 _TENSOR = re.compile(r"^tensor '(?P<name>[^']+)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$")
 _EXPECTED = re.compile(r"expected (?P<expected>[^,]+?)(?:, actual (?P<actual>.+?))?\.?$")
 _INDEX = re.compile(r"at index (\d+)")
+# torch's wrapper of a module compiled whole takes (*args, **kwargs): `args[0]`
+# is the module's first argument
+_ARG = re.compile(r"^args\[(\d+)\]$")
 _COMPARE = re.compile(r"^(?P<lhs>.+?) (?P<op>==|!=|<=|>=|<|>|is not|is) (?P<rhs>.+)$")
 
 
@@ -73,10 +76,12 @@ def parse_reason(reason: str) -> GuardFailure:
     t = _TENSOR.match(guard)
     if t:
         what = t["what"].strip().replace(" ", "_")
+        arg = _ARG.match(t["name"])
+        subject = f"argument {arg.group(1)}" if arg else f"tensor '{t['name']}'"
         e = _EXPECTED.search(t["rest"])
         i = _INDEX.search(t["rest"])
         return GuardFailure(entry, text, what if what in _TENSOR_KINDS else "other",
-                            f"tensor '{t['name']}'", t["name"],
+                            subject, t["name"],
                             e["expected"].strip() if e else None,
                             e["actual"].strip() if e and e["actual"] else None,
                             int(i.group(1)) if i else None, source, raw)
@@ -166,6 +171,8 @@ def hint(g: GuardFailure, now: str | None = None) -> str:
     """What to change, per kind of guard."""
     if g.kind in ("size", "stride", "rank", "symbolic"):
         name = g.expression or "x"
+        if _ARG.match(name):
+            name = "x"  # the module's argument, as the caller names it
         dim = g.index if g.index is not None else 0
         return (f"A tensor's shape changed between calls. If it keeps changing, mark the "
                 f"dimension dynamic before the call (torch._dynamo.mark_dynamic({name}, {dim})) "

@@ -235,3 +235,18 @@ def test_guard_line_under_inductor(tmp_path):
     assert at(d) == (HERE, line_of(HERE, "inductor guard"))
     assert "shift changed: was 0.5, now 1.5" in d["message"]
     assert [g["backend"] for g in report_doc(run)["graphs"]] == ["inductor", "inductor"]
+
+
+@in_process
+def test_a_module_compiled_whole_is_named_in_its_recompile(tmp_path):
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        m = torch.compile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), backend="eager",  # MARK whole
+                          dynamic=False)
+        m(torch.randn(2, 4))
+        m(torch.randn(3, 4))  # MARK whole call
+    (d,) = recompiles(run)
+    assert at(d) == (HERE, line_of(HERE, "whole call"))
+    assert (f"recompile of Sequential (torch.compile) at test_placement_recompile.py:"
+            f"{line_of(HERE, 'whole')}: argument 0 size (dim 0) changed: was 2, now 3") in d["message"]
+    assert "mark_dynamic(x, 0)" in d["hint"]
