@@ -12,7 +12,10 @@ Per checked call:
    the first checked call with grad enabled also compares input gradients;
 4. NaN/Inf that reach an output (or an input the graph writes) are traced
    back to the node where they first appear; consumed ones (a causal mask's
-   -inf before softmax) are not findings.
+   -inf before softmax) are not findings. On the call whose gradients are
+   compared, NaN/Inf gradients (eager, or compiled only) are placed at the
+   forward node whose backward first makes them (a prefix bisection, run
+   only when they are non-finite).
 
 Everything here runs inside the context's own-work scope (no eager recording,
 no compile events), under no_grad, with the program's RNG state saved and
@@ -30,9 +33,10 @@ import torch.fx
 
 from .context import CaptureContext
 from .findings import Findings
-from .gradients import gradients_diverge
+from .gradients import (compare_gradients, eager, grad_inputs, gradients_of, judge_gradients,
+                        nonfinite_gradients)
 from .interpreter import NAN, RecordingInterpreter, nonfinite_flags
-from .localize import Localization, Localizer
+from .localize import Localization, Localizer, PrefixGradients
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mutates_inputs,
                         output_names, preserved_rng, rng_state, set_rng)
@@ -158,17 +162,45 @@ class DivergenceChecker:
 
     def _gradients(self, call_idx: int, inputs: list, rng: tuple, compiled_fn: Callable) -> None:
         """Input and parameter gradients, same upstream gradient, compiled vs
-        eager; a divergence maps to the forward line whose backward is wrong."""
+        eager; a divergence maps to the forward line whose backward is wrong.
+        NaN/Inf gradients map to the forward line whose backward first makes
+        them: eager's (the program's own), else the compiled ones."""
         try:
-            final = gradients_diverge(compiled_fn, self.gm, inputs, rng, self.tol)
+            g_c = gradients_of(compiled_fn, inputs, rng)
+            g_e = gradients_of(eager(self.gm), inputs, rng)
+            final = compare_gradients(g_c, g_e, judge_gradients(self.gm, inputs, rng), self.tol)
         except Exception as exc:
             self.ctx.internal_error(f"gradient check of graph {self.graph_id}", exc)
             return
-        if final is None or "grad" in self.reported:
+        prefixes = PrefixGradients(self.localizer, inputs, rng)
+        if final is not None and "grad" not in self.reported:
+            self.reported.add("grad")
+            loc = self.localizer.backward(inputs, rng, final, prefixes)
+            self._report(call_idx, Checked(output=0), final, loc, direction="backward")
+        bits_e, bad_e = nonfinite_gradients(g_e)
+        bits_c, bad_c = nonfinite_gradients(g_c)
+        if not (bits_e or bits_c):
             return
-        self.reported.add("grad")
-        loc = self.localizer.backward(inputs, rng, final)
-        self._report(call_idx, Checked(output=0), final, loc, direction="backward")
+        where, bits, bad = ("eager", bits_e, bad_e) if bits_e else ("compiled", bits_c, bad_c)
+        try:
+            loc = self.localizer.backward_nonfinite(inputs, rng, where, prefixes)
+        except Exception as exc:
+            self.ctx.internal_error(f"non-finite gradient search of graph {self.graph_id}", exc)
+            return
+        if loc.node is None:
+            return
+        positions = grad_inputs(inputs)
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        names = [_input_name(str(placeholders[positions[i]].target))
+                 if positions[i] < len(placeholders) else f"input {positions[i]}" for i in bad]
+        if f"nonfinite_grad|{loc.node}" in self.reported or f"nonfinite|{loc.node}" in self.reported:
+            return  # said, or the gradient of a forward NaN/Inf already reported there
+        self.reported.add(f"nonfinite_grad|{loc.node}")
+        self.findings.nonfinite(
+            self.graph_id, self.localizer.nodes[loc.node], where, call_idx,
+            value="NaN" if bits & NAN else "Inf", direction="backward", gradient_of=names,
+            compiled_too=bool(bits_c) if where == "eager" else None,
+            masked_by=_masked_by(self.localizer.nodes[loc.node]), loc=loc)
 
     def _report(self, call_idx: int, what: Checked, final: ValueDiff, loc: Localization,
                 direction: str = "forward") -> None:
@@ -214,3 +246,40 @@ class DivergenceChecker:
                 return
         # eager runs it fine: only the compiled code fails on these inputs
         self.findings.compiled_call_failed(self.graph_id, call_idx, None, exc, None)
+
+
+_MASKING = {"where", "masked_fill", "masked_fill_", "masked_scatter"}
+
+
+def _masked_by(node: torch.fx.Node) -> torch.fx.Node | None:
+    """A ``torch.where``/``masked_fill`` downstream of ``node`` that selects
+    among values computed from it (not its mask): the where-trap, in which
+    the masked-out branch's NaN gradient still flows back (0 * inf)."""
+    seen, stack = set(), [node]
+    while stack:
+        cur = stack.pop()
+        for user in cur.users:
+            if user in seen:
+                continue
+            seen.add(user)
+            name = user.target if isinstance(user.target, str) else \
+                getattr(user.target, "__name__", "")
+            name = name.split(".")[0]  # aten overloads: where.self
+            if user.op in ("call_function", "call_method") and name in _MASKING:
+                mask_pos = 0 if user.op == "call_function" and name == "where" else 1
+                if any(a is cur for i, a in enumerate(user.args) if i != mask_pos):
+                    return user
+            stack.append(user)
+    return None
+
+
+def _input_name(target: str) -> str:
+    """A graph input as the program names it: ``L_x_`` -> ``x``,
+    ``L_self_modules_fc_parameters_weight_`` -> ``self.fc.weight``."""
+    name = target
+    if len(name) > 2 and name[0] in "LG" and name[1] == "_":
+        name = name[2:]
+    name = name.rstrip("_") or target
+    for part in ("_modules_", "_parameters_", "_buffers_"):
+        name = name.replace(part, ".")
+    return name

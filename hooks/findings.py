@@ -290,14 +290,30 @@ class Findings:
                     "compiled_aliases_input": compiled, "eager_aliases_input": eager})
 
     def nonfinite(self, graph_id: int, node, where: str, call_idx: int, *, value: str = "NaN/Inf",
-                  reaches: str | None = None, from_inf=None) -> None:
-        """NaN/Inf that reach a graph's output (or an input it writes, such as a
-        parameter) in its ``where`` ("eager" or "compiled") run, at ``node``,
-        where they first appear. Infinities consumed on the way (a causal
-        mask's -inf before softmax) are not findings. ``from_inf``: the node
-        that made the infinities a NaN came from."""
+                  reaches: str | None = None, from_inf=None, direction: str = "forward",
+                  gradient_of: list[str] | None = None, compiled_too: bool | None = None,
+                  masked_by=None, loc=None) -> None:
+        """NaN/Inf in a graph's ``where`` ("eager" or "compiled") run, at ``node``.
+
+        Forward: they reach a graph's output (or an input it writes, such as a
+        parameter) and first appear at ``node``. Infinities consumed on the way
+        (a causal mask's -inf before softmax) are not findings. ``from_inf``:
+        the node that made the infinities a NaN came from.
+
+        Backward: the gradients of ``gradient_of`` (graph inputs, parameters)
+        are NaN/Inf while the forward is finite; ``node`` is the forward node
+        whose backward first makes them (``loc``: the prefix bisection).
+        Eager's are the program's own (a warning; ``compiled_too`` says
+        whether the compiled gradients are non-finite as well); compiled only,
+        an error. ``masked_by``: a ``where``/``masked_fill`` downstream of
+        ``node`` that masks its values (the where-trap)."""
         user_id, stack, mpath, mcls = node_source(self.writer, node)
         target = node_target(node)
+        if direction == "backward":
+            self._nonfinite_gradient(graph_id, node, target, where, call_idx, value, user_id,
+                                     stack, mpath, mcls, gradient_of or [], compiled_too,
+                                     masked_by, loc)
+            return
         cause = None
         if from_inf is not None:
             f_id = node_source(self.writer, from_inf)[0]
@@ -314,8 +330,50 @@ class Findings:
             hint=(f"Its inputs hold infinities{made}; this op turns them into NaN."
                   if cause else "Its inputs are finite: this op creates the non-finite values."),
             user_frame=user_id, stack=stack, graph_id=graph_id, node=node.name, op=target,
-            detail={"where": where, "call": call_idx, "module_path": mpath, "module_class": mcls,
+            detail={"where": where, "direction": direction, "call": call_idx,
+                    "module_path": mpath, "module_class": mcls,
                     "value": value, "reaches": reaches, "from_inf": cause})
+
+    def _nonfinite_gradient(self, graph_id: int, node, target: str, where: str, call_idx: int,
+                            value: str, user_id, stack, mpath, mcls, gradient_of: list[str],
+                            compiled_too: bool | None, masked_by, loc) -> None:
+        short = target.rsplit(".", 1)[-1]
+        of = ", ".join(gradient_of[:3]) + (f" and {len(gradient_of) - 3} more"
+                                           if len(gradient_of) > 3 else "")
+        what = f"the gradient{'s' if len(gradient_of) > 1 else ''} of {of}" if of else "the gradients"
+        if where == "eager":
+            mode = ", in eager too" if compiled_too else ", in eager only (compiled gradients are finite)"
+        else:
+            mode = ", compiled only (eager's gradients are finite)"
+        message = f"{value} in {what} first appears in the backward of {target} (node {node.name})" + mode
+        if masked_by is not None:
+            mask_op = node_target(masked_by).rsplit(".", 1)[-1]
+            hint = (f"torch.{mask_op} evaluates both branches; the masked branch's {value} gradient "
+                    f"still flows (0 * inf is NaN): mask the input of {short}, e.g. "
+                    f"x.clamp(min=eps) or torch.where(x > 0, x, 1).{short}().")
+        elif where == "eager":
+            hint = (f"The forward values are finite but the derivative of {short} is not at these "
+                    "inputs (sqrt, norm or pow with an exponent below 1 at 0; log or a division at "
+                    "0): keep its input off the singular point, e.g. x.clamp(min=eps), or add a "
+                    "small eps to it. The program's own backward gets the same values.")
+        else:
+            hint = ("Eager's gradients are finite for the same upstream gradient: the compiled "
+                    f"backward of {short} makes the non-finite values; look at how the backend "
+                    "lowers its backward.")
+        self._add(
+            f"nan_inf|{graph_id}|{node.name}|{where}|backward", kind="nan_inf",
+            severity="warning" if where == "eager" else "error",
+            message=message, hint=hint,
+            user_frame=user_id, stack=stack, graph_id=graph_id, node=node.name, op=target,
+            detail={"where": where, "direction": "backward", "call": call_idx,
+                    "module_path": mpath, "module_class": mcls, "value": value,
+                    "gradient_of": gradient_of, "compiled_too": compiled_too,
+                    "masked_by": ({"node": masked_by.name, "op": node_target(masked_by)}
+                                  if masked_by is not None else None),
+                    "method": loc.method if loc else None,
+                    "compiles": loc.compiles if loc else 0,
+                    "seconds": round(loc.seconds, 3) if loc else None,
+                    "undecided": loc.undecided if loc else []})
 
     # -- failures ------------------------------------------------------------------------
     def runtime_error(self, exc: BaseException) -> None:

@@ -1,9 +1,10 @@
 """Gradients of a graph's inputs for one upstream gradient, compiled against
-eager against float64.
+eager against float64, and whether they are finite.
 
 The upstream gradient comes from a private generator (the program's RNG is
-never drawn from); inputs are cloned, so the program's tensors and their
-``.grad`` are untouched.
+never drawn from); inputs are cloned and gradients taken with
+``torch.autograd.grad``, so the program's tensors and their ``.grad`` are
+untouched.
 """
 
 from __future__ import annotations
@@ -13,17 +14,24 @@ from typing import Callable
 import torch
 import torch.fx
 
-from .interpreter import RecordingInterpreter
+from .interpreter import RecordingInterpreter, nonfinite_flags
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import clone, flat, preserved_rng, set_rng
 
 
+def grad_inputs(inputs: list) -> list[int]:
+    """Positions of the inputs whose gradients are taken (floating, requiring grad)."""
+    return [i for i, a in enumerate(inputs)
+            if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point()]
+
+
 def input_gradients(run: Callable, inputs: list, seed: int, float64: bool = False) -> list | None:
     """Gradients of the inputs that require grad (None when none does, or no
-    output needs a gradient)."""
+    output needs a gradient), in the order of `grad_inputs`."""
+    wanted = set(grad_inputs(inputs))
     args, leaves = [], []
-    for a in inputs:
-        if isinstance(a, torch.Tensor) and a.requires_grad and a.is_floating_point():
+    for i, a in enumerate(inputs):
+        if i in wanted:
             leaf = clone(a)
             if float64:
                 leaf = leaf.to(torch.float64)
@@ -46,23 +54,42 @@ def input_gradients(run: Callable, inputs: list, seed: int, float64: bool = Fals
     return [g if g is not None else torch.zeros_like(l) for g, l in zip(grads, leaves)]
 
 
-def gradients_diverge(compiled: Callable, gm: torch.fx.GraphModule, inputs: list, rng: tuple,
-                      tol: Tolerance) -> ValueDiff | None:
-    """The worst difference between the gradients of ``compiled`` and of
-    ``gm`` run eagerly (judged in float64), if any is a finding."""
+def eager(gm: torch.fx.GraphModule, float64: bool = False) -> Callable:
+    """``gm`` interpreted eagerly (in float64 for the judge)."""
+    if float64:
+        return lambda *a: RecordingInterpreter(gm, float64=True).run(*a)
+    return lambda *a: RecordingInterpreter(gm, health=False).run(*a)
+
+
+def gradients_of(run: Callable, inputs: list, rng: tuple, float64: bool = False) -> list | None:
+    """`input_gradients` with the RNG rewound to ``rng`` and restored after."""
     with preserved_rng():
         set_rng(rng)
-        g_c = input_gradients(compiled, inputs, 0)
-        set_rng(rng)
-        g_e = input_gradients(lambda *a: RecordingInterpreter(gm, health=False).run(*a), inputs, 0)
-        set_rng(rng)
-        try:
-            g_j = input_gradients(lambda *a: RecordingInterpreter(gm, float64=True).run(*a),
-                                  inputs, 0, float64=True)
-        except Exception:
-            g_j = None
+        return input_gradients(run, inputs, 0, float64=float64)
+
+
+def judge_gradients(gm: torch.fx.GraphModule, inputs: list, rng: tuple) -> list | None:
+    try:
+        return gradients_of(eager(gm, float64=True), inputs, rng, float64=True)
+    except Exception:
+        return None  # some graphs have no float64 meaning
+
+
+def compare_gradients(g_c: list | None, g_e: list | None, g_j: list | None,
+                      tol: Tolerance) -> ValueDiff | None:
+    """The worst difference between compiled and eager gradients that is a finding."""
     if g_c is None or g_e is None:
         return None
     found = worst((finding(c, e, g_j[i] if g_j is not None else None, tol), i)
                   for i, (c, e) in enumerate(zip(g_c, g_e)))
     return found[0] if found else None
+
+
+def nonfinite_gradients(grads: list | None) -> tuple[int, list[int]]:
+    """NAN | INF bits over ``grads``, and which of them (indices into
+    ``grads``) hold NaN or Inf; (0, []) when all are finite."""
+    flags = [nonfinite_flags(g) for g in grads or ()]
+    bits = 0
+    for f in flags:
+        bits |= f
+    return bits, [i for i, f in enumerate(flags) if f]

@@ -6,7 +6,8 @@
 2. else (fusion hides intermediates, or ``localize="bisect"``) one search for
    the first divergent node over graph prefixes, about log2(N) compiles: the
    same `first_divergent` serves values (forward) and gradients (a prefix's
-   backward, so a wrong backward maps to its forward line);
+   backward, so a wrong backward maps to its forward line), and places
+   non-finite gradients (the first prefix whose gradients are NaN/Inf);
 3. the node alone, on the reference's inputs, separates the guilty op from
    propagated error.
 
@@ -25,7 +26,7 @@ import torch
 import torch.fx
 
 from .frames import node_target
-from .gradients import gradients_diverge
+from .gradients import compare_gradients, eager, gradients_of, judge_gradients, nonfinite_gradients
 from .interpreter import RecordingInterpreter
 from .numerics import Tolerance, ValueDiff, finding
 from .progress import BisectProgress
@@ -221,25 +222,26 @@ class Localizer:
                 "max_abs": d.max_abs if d else 0.0, "max_rel": d.max_rel if d else 0.0}
 
     # -- gradients ---------------------------------------------------------------------
-    def backward(self, inputs: list, rng: tuple, final: ValueDiff) -> Localization:
+    def grad_candidates(self) -> list[str]:
+        """Forward nodes whose backward can carry a gradient, in graph order."""
+        return [n.name for n in self.gm.graph.nodes if n.op in COMPUTE_OPS
+                and isinstance(n.meta.get("example_value"), torch.Tensor)
+                and n.meta["example_value"].is_floating_point()
+                and n.meta["example_value"].requires_grad]
+
+    def backward(self, inputs: list, rng: tuple, final: ValueDiff,
+                 prefixes: PrefixGradients | None = None) -> Localization:
         """The forward node whose backward makes the gradients diverge: the
         first prefix whose input gradients (compiled vs eager) diverge."""
         loc = Localization(diff=final, stage="user", method="bisection (backward)")
-        candidates = [n.name for n in self.gm.graph.nodes if n.op in COMPUTE_OPS
-                      and isinstance(n.meta.get("example_value"), torch.Tensor)
-                      and n.meta["example_value"].is_floating_point()
-                      and n.meta["example_value"].requires_grad]
+        prefixes = prefixes or PrefixGradients(self, inputs, rng)
+        candidates = self.grad_candidates()
         progress = self.progress(f"{self.title}: localizing gradient divergence")
         t0 = time.perf_counter()
-
-        def probe(name: str) -> ValueDiff | None:
-            sub = graph_with_outputs(self.gm, [name])
-            return gradients_diverge(self.compile("user", sub, inputs, loc), sub, inputs, rng, self.tol)
-
         try:
             if candidates:
                 i, bad = first_divergent(
-                    candidates, probe, loc.undecided, progress,
+                    candidates, lambda name: prefixes.diverge(name, loc), loc.undecided, progress,
                     f"bisecting {len(candidates)} nodes (forward + backward)",
                     lambda name, exc: f"{name}: {type(exc).__name__}")
                 loc.node, loc.diff = candidates[i], bad or final
@@ -248,3 +250,77 @@ class Localizer:
             progress.end()
             loc.seconds = time.perf_counter() - t0
         return loc
+
+    def backward_nonfinite(self, inputs: list, rng: tuple, where: str,
+                           prefixes: PrefixGradients | None = None) -> Localization:
+        """The forward node whose backward first makes the gradients NaN/Inf
+        in the ``where`` ("eager" or "compiled") run: the first prefix whose
+        input gradients are non-finite. Eager prefixes are interpreted, not
+        compiled."""
+        loc = Localization(stage="user" if where == "compiled" else None,
+                           method="bisection (backward)")
+        prefixes = prefixes or PrefixGradients(self, inputs, rng)
+        candidates = self.grad_candidates()
+        progress = self.progress(f"{self.title}: localizing non-finite gradients")
+        t0 = time.perf_counter()
+
+        def probe(name: str) -> int:
+            grads = prefixes.compiled(name, loc) if where == "compiled" else prefixes.eager(name)
+            return nonfinite_gradients(grads)[0]
+
+        try:
+            if candidates:
+                i, _ = first_divergent(
+                    candidates, probe, loc.undecided, progress,
+                    f"bisecting {len(candidates)} nodes (forward + backward)",
+                    lambda name, exc: f"{name}: {type(exc).__name__}")
+                loc.node = candidates[i]
+                loc.target = node_target(self.nodes[loc.node])
+        finally:
+            progress.end()
+            loc.seconds = time.perf_counter() - t0
+        return loc
+
+
+class PrefixGradients:
+    """Input gradients of forward prefixes (the graph up to one node, that
+    node's value its only output) for one call's inputs, RNG state and
+    upstream-gradient seed: each prefix is compiled at most once and each
+    gradient computed once, shared by the divergence and non-finite searches."""
+
+    def __init__(self, localizer: Localizer, inputs: list, rng: tuple) -> None:
+        self.localizer = localizer
+        self.inputs = inputs
+        self.rng = rng
+        self._subs: dict[str, torch.fx.GraphModule] = {}
+        self._grads: dict[tuple[str, str], Any] = {}  # list, None or the exception
+
+    def _sub(self, name: str) -> torch.fx.GraphModule:
+        if name not in self._subs:
+            self._subs[name] = graph_with_outputs(self.localizer.gm, [name])
+        return self._subs[name]
+
+    def eager(self, name: str) -> list | None:
+        key = (name, "eager")
+        if key not in self._grads:
+            self._grads[key] = gradients_of(eager(self._sub(name)), self.inputs, self.rng)
+        return self._grads[key]
+
+    def compiled(self, name: str, loc: Localization) -> list | None:
+        key = (name, "compiled")
+        if key not in self._grads:
+            try:
+                fn = self.localizer.compile("user", self._sub(name), self.inputs, loc)
+                self._grads[key] = gradients_of(fn, self.inputs, self.rng)
+            except Exception as exc:  # said once per prefix, not compiled again
+                self._grads[key] = exc
+        got = self._grads[key]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def diverge(self, name: str, loc: Localization) -> ValueDiff | None:
+        g_c = self.compiled(name, loc)
+        g_e = self.eager(name)
+        return compare_gradients(g_c, g_e, judge_gradients(self._sub(name), self.inputs, self.rng),
+                                 self.localizer.tol)

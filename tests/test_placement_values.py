@@ -341,3 +341,143 @@ def test_under_inductor_a_causal_mask_is_quiet_and_a_log_of_negatives_is_found(t
     doc, _ = capture(tmp_path, log_of_negative, (-torch.rand(8) - 0.1,), "inductor", name="q.run")
     (d,) = findings(doc, "nan_inf")
     assert (d["file"], d["line"]) == (HERE, line_of(HERE, "log"))
+
+
+# -- NaN/Inf gradients (a finite forward) ----------------------------------------------
+
+def where_trap(x):
+    h = x.log()  # MARK trap log
+    y = torch.where(x > 0, h, 0.0)  # MARK trap where
+    return (y * 2).sum()
+
+
+def sqrt_at_zero(x):
+    h = x * 2
+    r = torch.sqrt(h)  # MARK grad sqrt
+    return r.sum() + h.sum()
+
+
+def norm_of_zero(x):
+    # a hand-written norm (torch.norm itself gives 0 at 0 nowadays)
+    d = x - x.mean()
+    n = (d * d).sum().sqrt()  # MARK grad norm
+    return n * 3
+
+
+def scaled_tanh(x, s):
+    h = x * s  # MARK grad mul
+    return h.tanh().sum()
+
+
+class TrapModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return torch.where(h > 0, h.sqrt(), 0.0).sum()  # MARK trap module sqrt
+
+
+def _grad_findings(doc: dict) -> list[dict]:
+    return [d for d in findings(doc, "nan_inf") if d["detail"]["direction"] == "backward"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_the_where_trap_nan_gradient_sits_at_the_masked_op(tmp_path, backend):
+    # log(0) = -inf is masked out in the forward; its backward 0 * (1/0) is NaN
+    x = torch.tensor([1.0, 0.0, -1.0, 2.0], requires_grad=True)
+    doc, out = capture(tmp_path, where_trap, (x,), backend)
+    assert bool(torch.isfinite(out).all())
+    (d,) = findings(doc, "nan_inf")
+    assert (d["file"], d["line"]) == (HERE, line_of(HERE, "trap log"))
+    assert d["severity"] == "warning"
+    det = d["detail"]
+    assert det["direction"] == "backward" and det["where"] == "eager" and det["value"] == "NaN"
+    assert det["gradient_of"] == ["x"] and det["compiled_too"] is True
+    assert det["masked_by"]["op"] == "torch.where"
+    assert d["message"].startswith("NaN in the gradient of x first appears in the backward of log")
+    assert "in eager too" in d["message"]
+    assert d["hint"].startswith("torch.where evaluates both branches")
+    assert "torch.where(x > 0, x, 1).log()" in d["hint"]
+    assert findings(doc, "divergence") == [] and doc["run"]["internal_errors"] == []
+
+
+@pytest.mark.parametrize("fn,args,mark,value", [
+    (sqrt_at_zero, lambda: (torch.tensor([1.0, 0.0, 4.0], requires_grad=True),), "grad sqrt", "Inf"),
+    (norm_of_zero, lambda: (torch.full((5,), 2.0, requires_grad=True),), "grad norm", "NaN"),
+], ids=["sqrt-at-0", "norm-of-0"])
+def test_a_singular_derivative_sits_at_its_line(tmp_path, fn, args, mark, value):
+    doc, out = capture(tmp_path, fn, args(), "aot_eager")
+    assert bool(torch.isfinite(out).all())
+    (d,) = findings(doc, "nan_inf")
+    assert (d["file"], d["line"]) == (HERE, line_of(HERE, mark))
+    assert d["detail"]["direction"] == "backward" and d["detail"]["value"] == value
+    assert d["detail"]["masked_by"] is None and d["severity"] == "warning"
+    assert d["op"].endswith("sqrt")
+    assert d["message"].startswith(f"{value} in the gradient of x first appears in the backward of")
+    assert doc["run"]["internal_errors"] == []
+
+
+def test_a_nonfinite_gradient_of_the_compiled_backward_only_is_an_error(tmp_path):
+    # the backward of `x * s` compiled as a division: Inf where s == 0; eager is finite
+    from faulty_backends import by_aten, make_backward_faulty_backend
+    mul = torch.ops.aten.mul.Tensor
+    be = make_backward_faulty_backend(by_aten(mul), "swap_op", inner="aot_eager",
+                                      swap_map={mul: torch.ops.aten.div.Tensor})
+    x = torch.randn(5, requires_grad=True)
+    doc, _ = capture(tmp_path, scaled_tanh, (x, torch.tensor([1.0, 0.0, 2.0, 3.0, 1.0])), be)
+    (d,) = findings(doc, "nan_inf")
+    assert (d["file"], d["line"]) == (HERE, line_of(HERE, "grad mul"))
+    assert d["severity"] == "error"
+    assert d["detail"]["where"] == "compiled" and d["detail"]["direction"] == "backward"
+    assert "compiled only" in d["message"]
+    (div,) = findings(doc, "divergence")  # the same line, found by the shared bisection
+    assert div["line"] == d["line"] and div["detail"]["direction"] == "backward"
+
+
+def test_a_causal_mask_has_finite_gradients_and_no_finding(tmp_path):
+    torch.manual_seed(0)
+    q, k = torch.randn(4, 8, requires_grad=True), torch.randn(4, 8, requires_grad=True)
+    run = tmp_path / "p.run"
+    with graphdbg.capture(str(run)):
+        loss = torch.compile(causal_attention, backend="aot_eager")(q, k).sum()
+        loss.backward()
+    assert bool(torch.isfinite(q.grad).all()) and bool(torch.isfinite(k.grad).all())
+    doc = report_doc(run)
+    assert doc["diagnostics"] == [] and doc["run"]["internal_errors"] == []
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().view(torch.int32)
+
+
+def test_checking_nonfinite_gradients_changes_nothing_the_program_computes(tmp_path):
+    # the where-trap in a module: NaN parameter gradients, so the search runs
+    torch.manual_seed(0)
+    template = TrapModel()
+    x = torch.randn(3, 4)
+
+    def train(model):
+        loss = torch.compile(model, backend="aot_eager")(x)
+        loss.backward()
+        return loss, [p.grad for p in model.parameters()], torch.randn(3)
+
+    plain = TrapModel()
+    plain.load_state_dict(template.state_dict())
+    torch.manual_seed(1)
+    loss_p, grads_p, after_p = train(plain)
+    torch._dynamo.reset()
+    watched = TrapModel()
+    watched.load_state_dict(template.state_dict())
+    run = tmp_path / "p.run"
+    torch.manual_seed(1)
+    with graphdbg.capture(str(run)):
+        loss_w, grads_w, after_w = train(watched)
+    assert not all(bool(torch.isfinite(g).all()) for g in grads_p)  # the trap fired
+    assert torch.equal(_bits(loss_p), _bits(loss_w)) and torch.equal(after_p, after_w)
+    assert all(torch.equal(_bits(a), _bits(b)) for a, b in zip(grads_p, grads_w))
+    doc = report_doc(run)
+    (d,) = findings(doc, "nan_inf")
+    assert d["detail"]["direction"] == "backward" and d["line"] == line_of(HERE, "trap module sqrt")
+    assert set(d["detail"]["gradient_of"]) >= {"self.fc.weight"}
