@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any, ClassVar, Collection, Iterable, Iterator
 
 from .errors import GraphdbgError
 from .schema import FORMAT, SCHEMA_VERSION
@@ -148,6 +148,45 @@ class Node:
     line: int | None
     function: str | None
     code: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeValue:
+    """A node's value on one checked call, eager vs compiled (the run file's
+    `node_values`). Stats: {shape, dtype, min, max, mean, std, norm, nan,
+    inf} (fewer keys with `--values health`); the compiled side and the
+    errors are None where the compiled value is not known. `status`: ok,
+    differs, first divergent, not compared (docs/run-file.md)."""
+    graph_id: int
+    call_idx: int
+    node: str
+    idx: int | None
+    op: str | None
+    target: str | None
+    status: str
+    kind: str | None               # miscompile | precision | shape | dtype | random
+    compiled_from: str | None      # "output" | "intermediate outputs (<stage>)"
+    max_abs: float | None
+    max_rel: float | None
+    eager_vs_fp64: float | None    # rmse against the float64 judge
+    compiled_vs_fp64: float | None
+    eager_stats: dict | None
+    compiled_stats: dict | None
+    fp64_stats: dict | None
+    eager_ns: int | None
+    module_path: str | None
+    user_frame: int | None
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+
+    @property
+    def differs(self) -> bool:
+        return self.status in NODE_VALUE_DIFFERING
+
+
+NODE_VALUE_DIFFERING = ("differs", "first divergent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,8 +550,57 @@ class Run:
             self._NODE_SQL + "WHERE n.graph_id = ? ORDER BY n.idx LIMIT ? OFFSET ?",
             (graph_id, -1 if limit is None else limit, offset)))
 
-    def node_count(self, graph_id: int) -> int:
-        return self._rows("SELECT COUNT(*) FROM nodes WHERE graph_id = ?", (graph_id,))[0][0]
+    def node_count(self, graph_id: int, *, find: str | None = None) -> int:
+        """How many nodes a graph has (those matching ``find``, as `node_page`)."""
+        where, args = self._node_find(graph_id, find)
+        return self._rows("SELECT COUNT(*) FROM nodes n LEFT JOIN frames f ON f.id = n.user_frame "
+                          "WHERE " + where, args)[0][0]
+
+    # sort keys of `node_page`: column name -> SQL (ties broken by graph order)
+    NODE_SORT: ClassVar[dict[str, str]] = {
+        "idx": "n.idx", "name": "n.name", "op": "n.op", "target": "n.target",
+        "shapes": "n.shapes", "dtypes": "n.dtypes", "module_path": "n.module_path",
+        "line": "f.file, f.line", "eager_ns": "t.eager_ns",
+    }
+
+    @staticmethod
+    def _node_find(graph_id: int, find: str | None) -> tuple[str, list]:
+        where, args = "n.graph_id = ?", [graph_id]
+        if find:
+            pattern = "%" + find.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            cols = ("n.name", "n.op", "n.target", "n.module_path", "n.module_class",
+                    "n.shapes", "n.dtypes", "f.code", "f.file || ':' || f.line")
+            where += " AND (" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in cols) + ")"
+            args += [pattern] * len(cols)
+        return where, args
+
+    def node_page(self, graph_id: int, offset: int = 0, limit: int | None = 200, *,
+                  order_by: str = "idx", descending: bool = False,
+                  find: str | None = None) -> list[Node]:
+        """A page of a graph's nodes sorted in SQL by one of `NODE_SORT`
+        (NULLs last either way; ties in graph order), optionally only those
+        whose name, op, target, module, shapes, dtypes, code or file:line
+        contain ``find`` (case-insensitive for ASCII)."""
+        if order_by not in self.NODE_SORT:
+            raise ValueError(f"cannot sort nodes by {order_by!r}")
+        direction = "DESC" if descending else "ASC"
+        keys = []
+        for col in self.NODE_SORT[order_by].split(", "):
+            keys += [f"{col} IS NULL", f"{col} {direction}"]
+        where, args = self._node_find(graph_id, find)
+        return self._nodes(self._rows(
+            self._NODE_SQL + "LEFT JOIN frames f ON f.id = n.user_frame WHERE " + where
+            + " ORDER BY " + ", ".join(keys) + ", n.idx LIMIT ? OFFSET ?",
+            (*args, -1 if limit is None else limit, offset)))
+
+    def node_graphs_by_line(self, file: str) -> dict[int, tuple[int, ...]]:
+        """For each line of a file: the ids of the graphs with a node there."""
+        out: dict[int, tuple[int, ...]] = {}
+        for line, gid in self._rows(
+                "SELECT DISTINCT f.line, n.graph_id FROM nodes n JOIN frames f "
+                "ON f.id = n.user_frame WHERE f.file = ? ORDER BY f.line, n.graph_id", (file,)):
+            out[line] = out.get(line, ()) + (gid,)
+        return out
 
     def iter_nodes(self) -> Iterator[Node]:
         """Every node of every graph, by graph then index, a batch at a time."""
@@ -736,6 +824,124 @@ class Run:
         where, args = ("WHERE owner = ? ", (owner,)) if owner is not None else ("", ())
         return [KeptTensor(r[0], r[1], r[2], bytes(r[3])) for r in self._rows(
             "SELECT id, owner, name, safetensors FROM tensors " + where + "ORDER BY id", args)]
+
+    # -- node values (eager vs compiled per node; schema 2) ----------------------------
+    _NODE_VALUE_SQL = (
+        "SELECT v.graph_id, v.call_idx, v.node, n.idx, n.op, n.target, v.status, v.kind, "
+        "v.compiled_from, v.max_abs, v.max_rel, v.eager_vs_fp64, v.compiled_vs_fp64, "
+        "v.eager_stats, v.compiled_stats, v.fp64_stats, t.eager_ns, n.module_path, n.user_frame "
+        # nodes first, in their primary-key order (graph, idx); each node's value
+        # and time by their primary keys: a page costs its rows, not the graph
+        "FROM nodes n CROSS JOIN node_values v ON v.graph_id = n.graph_id AND v.node = n.name "
+        "LEFT JOIN node_times t ON t.graph_id = n.graph_id AND t.node = n.name ")
+
+    def _has_node_values(self) -> bool:
+        """Run files before schema 2 have no node_values table: every
+        node-value query answers empty."""
+        has = getattr(self, "_node_values_table", None)
+        if has is None:
+            has = self._node_values_table = bool(self._rows(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'node_values'"))
+        return has
+
+    def _node_value_where(self, graph_id: int, call_idx: int | None,
+                          differing_only: bool) -> tuple[str, list] | None:
+        if not self._has_node_values():
+            return None
+        if call_idx is None:
+            call_idx = self.node_value_call(graph_id)
+            if call_idx is None:
+                return None
+        where, args = "WHERE n.graph_id = ? AND v.call_idx = ?", [graph_id, call_idx]
+        if differing_only:
+            where += " AND v.status IN (?, ?)"
+            args += list(NODE_VALUE_DIFFERING)
+        return where, args
+
+    def _node_value_records(self, rows: list[sqlite3.Row]) -> list[NodeValue]:
+        frames = self._resolve(r[18] for r in rows)
+        out = []
+        for r in rows:
+            f = self._at(r[18], frames)
+            out.append(NodeValue(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
+                                 r[10], r[11], r[12], _loads(r[13]), _loads(r[14]),
+                                 _loads(r[15]), r[16], r[17], r[18], f.file, f.line,
+                                 f.function, f.code))
+        return out
+
+    def node_value_graphs(self) -> list[int]:
+        """Ids of the graphs that have per-node values."""
+        if not self._has_node_values():
+            return []
+        return [r[0] for r in self._rows(
+            "SELECT DISTINCT graph_id FROM node_values ORDER BY graph_id")]
+
+    def node_value_calls(self, graph_id: int) -> list[int]:
+        """The calls of a graph with per-node values (the first checked
+        call, and a later call whose divergence was localised), in order."""
+        if not self._has_node_values():
+            return []
+        return [r[0] for r in self._rows(
+            "SELECT DISTINCT call_idx FROM node_values WHERE graph_id = ? ORDER BY call_idx",
+            (graph_id,))]
+
+    def node_value_call(self, graph_id: int) -> int | None:
+        """The call `node_values` shows by default: the first with a
+        localised divergence (a 'first divergent' row), else the first."""
+        if not self._has_node_values():
+            return None
+        rows = self._rows(
+            "SELECT call_idx FROM node_values WHERE graph_id = ? "
+            "ORDER BY status != 'first divergent', call_idx LIMIT 1", (graph_id,))
+        return rows[0][0] if rows else None
+
+    def node_values(self, graph_id: int, call_idx: int | None = None, offset: int = 0,
+                    limit: int | None = None, differing_only: bool = False) -> list[NodeValue]:
+        """A page of a graph's per-node values on one call (``call_idx``, by
+        default `node_value_call`), in graph order; with ``differing_only``
+        only nodes whose compiled value differs (`NODE_VALUE_DIFFERING`).
+        Empty for run files without the table (schema 1) or unchecked graphs."""
+        w = self._node_value_where(graph_id, call_idx, differing_only)
+        if w is None:
+            return []
+        where, args = w
+        return self._node_value_records(self._rows(
+            self._NODE_VALUE_SQL + where + " ORDER BY n.idx LIMIT ? OFFSET ?",
+            (*args, -1 if limit is None else limit, offset)))
+
+    def node_value_count(self, graph_id: int, call_idx: int | None = None,
+                         differing_only: bool = False, *, before_idx: int | None = None) -> int:
+        """How many rows `node_values` has for these arguments (all pages);
+        with ``before_idx``, those of nodes before that node index (the
+        position of that node's row)."""
+        w = self._node_value_where(graph_id, call_idx, differing_only)
+        if w is None:
+            return 0
+        where, args = w
+        if before_idx is not None:
+            where += " AND n.idx < ?"
+            args = [*args, before_idx]
+        return self._rows("SELECT COUNT(*) FROM nodes n CROSS JOIN node_values v ON "
+                          "v.graph_id = n.graph_id AND v.node = n.name " + where, args)[0][0]
+
+    def first_divergent_node(self, graph_id: int) -> NodeValue | None:
+        """The node localisation named ('first divergent', earliest call),
+        else the first node in graph order whose compiled value differs;
+        None when nothing differs or the run has no per-node values."""
+        if not self._has_node_values():
+            return None
+        for status in ("first divergent", "differs"):
+            # the call first (node_values alone), then the node by graph order
+            # within it (the joined query wants the call to use its index)
+            call = self._rows("SELECT MIN(call_idx) FROM node_values WHERE graph_id = ? "
+                              "AND status = ?", (graph_id, status))[0][0]
+            if call is not None:
+                rows = self._rows(
+                    self._NODE_VALUE_SQL + "WHERE n.graph_id = ? AND v.call_idx = ? AND "
+                    "v.status = ? ORDER BY n.idx LIMIT 1", (graph_id, call, status))
+                if rows:
+                    return self._node_value_records(rows)[0]
+        return None
 
 
 def open_run(path: str) -> Run:

@@ -68,6 +68,11 @@ CREATE TABLE node_times (graph_id INTEGER, node TEXT, eager_ns INTEGER,
     PRIMARY KEY (graph_id, node));
 CREATE TABLE tensors (
     id INTEGER PRIMARY KEY, owner TEXT, name TEXT, safetensors BLOB);
+CREATE TABLE node_values (
+    graph_id INTEGER, call_idx INTEGER, node TEXT, status TEXT, kind TEXT,
+    compiled_from TEXT, max_abs REAL, max_rel REAL, eager_vs_fp64 REAL,
+    compiled_vs_fp64 REAL, eager_stats TEXT, compiled_stats TEXT, fp64_stats TEXT,
+    PRIMARY KEY (graph_id, call_idx, node));
 """
 
 # Columns per table, in insert order (the schema is the single source).
@@ -80,6 +85,9 @@ COLUMNS = {
     "events": ("seq", "t", "name", "compile_id", "metadata", "payload"),
     "tensors": ("owner", "name", "safetensors"),
     "node_times": ("graph_id", "node", "eager_ns"),
+    "node_values": ("graph_id", "call_idx", "node", "status", "kind", "compiled_from",
+                    "max_abs", "max_rel", "eager_vs_fp64", "compiled_vs_fp64",
+                    "eager_stats", "compiled_stats", "fp64_stats"),
 }
 GRAPH_COLUMNS = ("id", "compile_id", "backend", "code_name", "code_file",
                  "code_line", "user_frame", "stack", "n_nodes", "n_ops",

@@ -4,4 +4,4 @@
 reads up to. Its own module, so that the reader need not import the writer."""
 
 FORMAT = "graphdbg-run"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: node_values

@@ -25,6 +25,7 @@ graphdbg.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -37,6 +38,7 @@ from .gradients import (compare_gradients, eager, grad_inputs, gradients_of, jud
                         nonfinite_gradients)
 from .interpreter import NAN, RecordingInterpreter, nonfinite_flags
 from .localize import Localization, Localizer, PrefixGradients
+from .nodevalues import node_value_rows
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mutates_inputs,
                         output_names, preserved_rng, rng_state, set_rng)
@@ -68,6 +70,7 @@ class DivergenceChecker:
         self.reported: set[str] = set()
         self.disabled = False
         self.grads_checked = False
+        self.values_localized = False
 
     # -- per call ---------------------------------------------------------------------
     def wants(self, call_idx: int) -> bool:
@@ -128,6 +131,8 @@ class DivergenceChecker:
                           if isinstance(now, torch.Tensor) and isinstance(ref_in, torch.Tensor)
                           and (d := finding(now, ref_in, tol=self.tol)) is not None), None)
         if found is None:
+            if self.checked == 1:
+                self._node_values(call_idx, ref, judge, compiled, eager, judged)
             self._aliasing(call_idx, compiled, eager, args, ref_inputs)
             if grad_mode and compiled_fn is not None and not self.grads_checked:
                 self.grads_checked = True
@@ -136,9 +141,16 @@ class DivergenceChecker:
         d, (name, what) = found
         key = f"{name}|{what}"
         if key in self.reported:
+            if self.checked == 1:
+                self._node_values(call_idx, ref, judge, compiled, eager, judged)
             return
         self.reported.add(key)
         loc = self.localizer.forward(inputs, rng, ref, judge, d)
+        if self.checked == 1 or not self.values_localized:
+            # the first checked call, or the call whose divergence was localised
+            self.values_localized = True
+            self._node_values(call_idx, ref, judge, compiled, eager, judged, loc)
+        loc.values = loc.replayed = None  # not kept past this point
         if loc.random is not None:
             loc.random.compiles, loc.random.by_stage = loc.compiles, dict(loc.by_stage)
             self._report(call_idx, what, d, loc.random)
@@ -146,6 +158,28 @@ class DivergenceChecker:
             self._report(call_idx, what, d, loc)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
                 self._compiled_nonfinite(loc.node, call_idx, compiled, args)
+
+    def _node_values(self, call_idx: int, ref: RecordingInterpreter,
+                     judge: RecordingInterpreter | None, compiled: list, eager: list,
+                     judged: list, loc: Localization | None = None) -> None:
+        """Per-node values eager vs compiled (and float64) of this call:
+        the run file's node_values table (hooks/nodevalues.py)."""
+        tier = self.ctx.options.values
+        if tier == "none":
+            return
+        try:
+            rows = node_value_rows(self.graph_id, call_idx, self.gm, ref, judge, compiled,
+                                   eager, judged, self.tol,
+                                   "health" if tier == "health" else "stats", loc,
+                                   self.localizer.backend)
+        except Exception as exc:
+            self.ctx.internal_error(f"node values of graph {self.graph_id}", exc)
+            return
+        writer = self.ctx.writer
+        for row in rows:
+            writer.add("node_values", row[:10] + tuple(
+                None if s is None else json.dumps(s, separators=(",", ":"), default=str)
+                for s in row[10:]))
 
     def _aliasing(self, call_idx: int, compiled: list, eager: list, args: tuple,
                   ref_inputs: list) -> None:

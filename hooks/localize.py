@@ -49,6 +49,13 @@ class Localization:
     undecided: list[str] = field(default_factory=list)
     random: "Localization | None" = None
     seconds: float = 0.0
+    # compiled values of the intermediates (stage ``values_stage``) when a
+    # stage with every intermediate as an output diverged (node_values)
+    values: dict | None = field(default=None, repr=False, compare=False)
+    values_stage: str | None = None
+    # random ops that drew differently: the reference's (and judge's) values
+    # with ``values``' draws replayed, {node: value} each (node_values)
+    replayed: tuple | None = field(default=None, repr=False, compare=False)
 
 
 def first_divergent(names: list[str], probe: Callable[[str], ValueDiff | None],
@@ -146,6 +153,7 @@ class Localizer:
                 first = next(i for i, d in enumerate(diffs) if d)
                 found = Localization(node=candidates[first], stage=stage, diff=diffs[first],
                                      method="intermediate outputs")
+                loc.values, loc.values_stage = values, stage
                 if not is_random(self.nodes[found.node]):
                     loc.node, loc.stage, loc.diff, loc.method = found.node, stage, found.diff, found.method
                     break
@@ -154,6 +162,7 @@ class Localizer:
                     found.target = node_target(self.nodes[found.node])
                     loc.random = found
                 after = self._beyond_random(candidates, values, inputs, rng, found)
+                loc.replayed, found.replayed = found.replayed, None
                 if after is not None:
                     loc.node, loc.stage, loc.diff, loc.method = after.node, stage, after.diff, after.method
                     break
@@ -194,6 +203,7 @@ class Localizer:
                 judge.run(*clone_inputs(inputs))
             except Exception:
                 judge = None
+        found.replayed = (ref.values, judge.values if judge is not None else None)
         for name in candidates:
             if name in overrides:
                 continue

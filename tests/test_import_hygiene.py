@@ -22,7 +22,7 @@ def test_help_lists_commands_and_run_options():
                          text=True, env=ENV, check=True).stdout
     # the commands listed one a line under COMMAND, each with its help text
     listed = re.findall(r"^ {4}(\w+) {2,}\S", out, re.M)
-    assert set(listed) == {"run", "report", "diff"}, out
+    assert set(listed) == {"run", "report", "diff", "tui"}, out
     out = subprocess.run([sys.executable, "-m", "graphdbg", "run", "--help"],
                          capture_output=True, text=True, env=ENV, check=True).stdout
     for opt in ("--output", "--values", "--quiet", "-m MODULE", "--no-eager", "--max-ops"):
@@ -34,6 +34,17 @@ def test_query_layer_views_and_commands_import_no_torch_textual_or_rich():
     code = ("import sys, graphdbg.query, graphdbg.report, graphdbg.diff, graphdbg.format\n"
             "from graphdbg.commands import registry\n"
             "assert {'run', 'report', 'diff'} <= set(registry())\n"
+            "bad = sorted(m for m in sys.modules\n"
+            "             if m.split('.')[0] in ('torch', 'textual', 'rich'))\n"
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=ENV, check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_tui_model_imports_no_textual_or_torch():
+    # the view state is tested without a terminal; only app.py loads textual
+    code = ("import sys, graphdbg.tui.model\n"
             "bad = sorted(m for m in sys.modules\n"
             "             if m.split('.')[0] in ('torch', 'textual', 'rich'))\n"
             "print(bad)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from ..errors import GraphdbgError
 from ..options import VALUE_TIERS
@@ -71,6 +72,9 @@ class RunCommand:
                               "and timed in the per-op summary; default 200000)")
         run.add_argument("-q", "--quiet", action="store_true",
                          help="print nothing of graphdbg's own after the run")
+        run.add_argument("--tui", action="store_true",
+                         help="open the terminal UI on the run file when the program ends "
+                              "(the exit status stays the program's)")
         run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
 
     def split_argv(self, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -104,13 +108,21 @@ class RunCommand:
             compare_first=args.compare_first, compare_every=args.compare_every,
             rtol=args.rtol, atol=args.atol, localize=args.localize,
             check_graphs=args.check_graphs)
-        common = {"output": args.output, "quiet": args.quiet, "stance": args.stance,
-                  "options": options}
-        if args.module:
-            return run_program(args.module, args.program_args, module=True, **common)
-        if not args.script:
+        from ..runner import default_output
+        target = args.module or args.script
+        if not target:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
-        return run_program(args.script, args.program_args, **common)
+        output = args.output or default_output(target, bool(args.module))
+        status = run_program(target, args.program_args, module=bool(args.module),
+                             output=output, quiet=args.quiet, stance=args.stance,
+                             options=options)
+        if args.tui:
+            from .tui import open_ui
+            try:
+                open_ui([output])
+            except GraphdbgError as exc:  # the program's status matters more than the UI's
+                print(f"graphdbg: {exc}", file=sys.stderr)
+        return status
 
 
 COMMAND = RunCommand()

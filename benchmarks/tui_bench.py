@@ -1,0 +1,157 @@
+"""The terminal UI at scale, headless (Textual's test driver), on the
+synthetic runs of query_bench.py ("small": 10k graph nodes, 100k eager ops;
+"full": 100k graph nodes, 1M eager ops).
+
+    python benchmarks/tui_bench.py [--rebuild]
+
+Each measurement runs in a fresh process at 160x48:
+- first paint: from creating the app to the problems table showing its rows;
+- find: `/`, a query, Enter, until the cursor is on the first match
+  (problems table, then a graph's node table);
+- a page of nodes: opening a 1000-node graph's table, then PageDown until
+  the next page of rows from SQLite is in the table (per page, median): the
+  whole key press as the test driver sees it (it waits for the screen to
+  settle, so it counts Textual's own rendering), and its two parts of ours,
+  the page's SQL and putting its rows in the table;
+- memory: peak RSS growth of the whole session, small against full (it
+  should not grow with the run: everything is paged).
+Targets (issue 10): first paint <= 1 s, find <= 100 ms, a page <= 50 ms,
+memory flat. Printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from query_bench import ensure  # noqa: E402  (the same synthetic runs)
+
+SIZE = (160, 48)
+
+
+def _rss_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+async def _until(pilot, done, timeout: float = 30.0) -> float:
+    """Seconds until ``done()`` holds, pausing the app between checks."""
+    t0 = time.perf_counter()
+    while not done():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("the UI never got there")
+        await pilot.pause(0.002)
+    return time.perf_counter() - t0
+
+
+def _timed(cls, name: str, sink: list) -> None:
+    """Wrap ``cls.name`` to append its wall time (ms) to ``sink``."""
+    orig = getattr(cls, name)
+
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            sink.append((time.perf_counter() - t) * 1e3)
+
+    setattr(cls, name, wrapper)
+
+
+async def _session(path: str) -> dict:
+    from textual.widgets import DataTable
+
+    from graphdbg.tui import app as tui_app
+    from graphdbg.tui.app import GraphdbgApp
+    fetch_ms: list = []
+    show_ms: list = []
+    _timed(tui_app.m.NodePager, "fetch", fetch_ms)  # the SQL of one page (worker thread)
+    _timed(tui_app.NodesScreen, "on_page_loaded", show_ms)  # its rows into the table (UI thread)
+    out: dict = {}
+    rss0 = _rss_kib()
+    t0 = time.perf_counter()
+    app = GraphdbgApp([path], cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        problems = app.screen.query_one("#problems-table", DataTable)
+        await _until(pilot, lambda: problems.row_count > 0)
+        out["first_paint_s"] = time.perf_counter() - t0
+
+        await pilot.press("slash")
+        for ch in "divergence":
+            await pilot.press(ch)
+        t = time.perf_counter()
+        await pilot.press("enter")
+        await pilot.pause()
+        out["find_problems_ms"] = (time.perf_counter() - t) * 1e3
+        await pilot.press("escape")
+
+        await pilot.press("2")
+        graphs = app.screen.query_one("#graphs-table", DataTable)
+        await _until(pilot, lambda: graphs.row_count > 0)
+        t = time.perf_counter()
+        await pilot.press("enter")
+        screen_table = lambda: app.screen.query("#nodes-table")  # noqa: E731
+        await _until(pilot, lambda: bool(screen_table()) and screen_table().first().row_count > 0)
+        out["open_graph_ms"] = (time.perf_counter() - t) * 1e3
+        nodes = screen_table().first()
+        pages = []
+        while len(pages) < 4:  # PageDown until a press brings the next page from SQLite
+            before = nodes.row_count
+            t = time.perf_counter()
+            await pilot.press("pagedown")
+            try:
+                await _until(pilot, lambda: nodes.row_count > before, timeout=0.5)
+            except TimeoutError:
+                continue  # this press stayed within the rows already loaded
+            pages.append((time.perf_counter() - t) * 1e3)
+        out["page_ms"] = sorted(pages)[len(pages) // 2]
+        out["page_sql_ms"] = sorted(fetch_ms)[len(fetch_ms) // 2]
+        out["page_show_ms"] = sorted(show_ms)[len(show_ms) // 2]
+        out["rows_loaded"] = nodes.row_count
+
+        await pilot.press("slash")
+        for ch in "relu":
+            await pilot.press(ch)
+        t = time.perf_counter()
+        await pilot.press("enter")
+        await pilot.pause()
+        out["find_nodes_ms"] = (time.perf_counter() - t) * 1e3
+    out["rss_growth_mib"] = (_rss_kib() - rss0) / 1024
+    return out
+
+
+def child(path: str) -> None:
+    print(json.dumps(asyncio.run(_session(path))))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    for name in ("small", "full"):
+        path = ensure(name, args.rebuild)
+        proc = subprocess.run([sys.executable, __file__, "--child", str(path)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(name, "failed:", proc.stderr[-2000:], proc.stdout[-500:])
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{name:5}  first paint {r['first_paint_s']:.2f} s  find (problems) "
+              f"{r['find_problems_ms']:.0f} ms  open a 1000-node graph {r['open_graph_ms']:.0f} ms  "
+              f"next page {r['page_ms']:.0f} ms (of which SQL {r['page_sql_ms']:.1f} ms, rows "
+              f"into the table {r['page_show_ms']:.1f} ms)  find (nodes) {r['find_nodes_ms']:.0f} ms  "
+              f"rows held {r['rows_loaded']}  RSS growth {r['rss_growth_mib']:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""`graphdbg tui [RUN] [RUN_B]`: the terminal UI on one run, or two aligned."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import GraphdbgError
+
+
+def resolve_run(path: str | None) -> str:
+    """A run file from what the user gave: a file, a directory (its newest
+    run), or nothing (the newest run here). One-line errors otherwise."""
+    from ..report import newest_run
+    if path is None:
+        return newest_run(".")
+    if os.path.isdir(path):
+        return newest_run(path)
+    if not os.path.exists(path):
+        raise GraphdbgError(f"no such run file: {path}")
+    return path
+
+
+def check_runs(paths: list[str]) -> None:
+    """Open and close each run once, so that a corrupt, foreign or newer file
+    is a one-line error before any terminal is taken over."""
+    from ..query import Run
+    for path in paths:
+        Run(path).close()
+
+
+def open_ui(paths: list[str]) -> int:
+    check_runs(paths)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise GraphdbgError("the terminal UI needs a terminal (stdin and stdout are not "
+                            "both one); `graphdbg report` prints the same findings")
+    from ..tui.app import run_tui
+    return run_tui(paths)
+
+
+class TuiCommand:
+    name = "tui"
+    order = 15
+
+    def prepare_parser(self, subparsers: argparse._SubParsersAction) -> None:
+        tui = subparsers.add_parser(
+            "tui", help="inspect a run (or two) in the terminal UI",
+            description="Open the terminal UI on a run file (the newest *.run here by "
+                        "default; a directory means its newest run): problems first, "
+                        "graphs and nodes, eager against compiled per node, source with "
+                        "annotations, hot spots, run info. With two runs (e.g. one made "
+                        "with --stance force_eager and a compiled one), the diff view "
+                        "aligns their ops as `graphdbg diff` does.")
+        tui.add_argument("run", nargs="?", help="run file or directory (default: newest *.run here)")
+        tui.add_argument("run_b", nargs="?", metavar="RUN_B",
+                         help="a second run to align with the first in the diff view")
+
+    def run(self, args: argparse.Namespace) -> int:
+        paths = [resolve_run(args.run)]
+        if args.run_b is not None:
+            paths.append(resolve_run(args.run_b))
+        return open_ui(paths)
+
+
+COMMAND = TuiCommand()

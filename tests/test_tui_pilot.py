@@ -1,0 +1,338 @@
+"""The terminal UI driven by Textual's Pilot at 80x24, on a small run written
+with RunWriter (tests/tui_sample.py): every view and binding.
+
+Plain `asyncio.run` (no pytest-asyncio): `run_test` works under any loop."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+
+import pytest
+from tui_sample import N_NODES, write_sample_run
+
+from graphdbg.errors import GraphdbgError
+from graphdbg.query import Graph
+
+SIZE = (80, 24)
+PAGE = 50  # rows per page of nodes: small, so that tests page quickly
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return str(write_sample_run(tmp_path_factory.mktemp("tui")))
+
+
+async def settle(app, pilot, rounds: int = 3) -> None:
+    """Let workers finish and their messages be handled (a page may ask for
+    the next one)."""
+    for _ in range(rounds):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def drive(path: str | list, script, size=SIZE) -> None:
+    from graphdbg.tui.app import GraphdbgApp
+
+    async def main():
+        app = GraphdbgApp(path if isinstance(path, list) else [path], cursor_blink=False,
+                          page_size=PAGE)
+        app.animation_level = "none"
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            await script(app, pilot)
+    asyncio.run(main())
+
+
+def text(app) -> str:
+    """What the screen shows, as plain text."""
+    return "\n".join("".join(seg.text for seg in strip)
+                     for strip in app.screen._compositor.render_strips())
+
+
+def active(app) -> str:
+    return app.main.query_one("#views").active
+
+
+def test_opens_on_problems_and_n_walks_them_from_any_view(sample):
+    async def script(app, pilot):
+        shown = text(app)
+        assert "1 error, 2 warnings, 1 info · exit 0 (complete) · model.py" in shown
+        assert "✖ error    divergence   model.py:9" in shown
+        table = app.main.query_one("#problems-table")
+        assert active(app) == "problems" and table.row_count == 4
+        await pilot.press("n")
+        assert table.cursor_row == 1
+        assert "hint: Use torch.cond or move the branch out of the compiled region" in text(app)
+        await pilot.press("N", "N")
+        assert table.cursor_row == 3  # wraps
+        await pilot.press("2")
+        assert active(app) == "graphs"
+        await pilot.press("n")  # from another view: back to problems, at the selected one
+        assert active(app) == "problems" and table.cursor_row == 3
+        await pilot.press("n")
+        assert table.cursor_row == 0
+    drive(sample, script)
+
+
+def test_enter_opens_a_problem_detail_and_s_its_source(sample):
+    async def script(app, pilot):
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "ProblemScreen"
+        shown = text(app)
+        assert "Problem #3: divergence at model.py:9" in shown
+        assert "    9 │     return z.sin()" in shown
+        assert "compiled vs float64  0.125" in shown
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.screen is app.main and active(app) == "source"
+        src = app.main.query_one("#source-table")
+        assert src.cursor_row == 8 and src.raw[8][1:] == ("9", "    return z.sin()")
+        assert "model.py:9" in text(app)
+        await pilot.press("enter")  # a line with a finding opens it
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "ProblemScreen"
+        await pilot.press("escape")
+        assert app.screen is app.main
+    drive(sample, script)
+
+
+def test_graphs_and_their_nodes_paged_and_sorted(sample):
+    async def script(app, pilot):
+        await pilot.press("2")
+        graphs = app.main.query_one("#graphs-table")
+        assert graphs.row_count == 2 and "block" in text(app) and "graph ▲" in text(app)
+        await pilot.press("r")                                  # graphs sort too
+        assert [r[0] for r in graphs.raw] == ["2", "1"] and "graph ▼" in text(app)
+        await pilot.press("r")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        screen = app.screen
+        assert type(screen).__name__ == "NodesScreen"
+        table = screen.query_one("#nodes-table")
+        assert table.row_count == PAGE and screen.pager.total == N_NODES  # one page
+        assert f"nodes {PAGE} of {N_NODES}" in text(app)
+        table.scroll_to(y=table.max_scroll_y, animate=False)             # the wheel: a page more
+        await settle(app, pilot)
+        assert table.row_count == 2 * PAGE and table.cursor_row == 0
+        await pilot.press("ctrl+end")                                     # the cursor: one more
+        await settle(app, pilot)
+        assert table.row_count == 3 * PAGE and f"nodes {3 * PAGE} of {N_NODES}" in text(app)
+        await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign")
+        await settle(app, pilot)
+        assert screen.pager.sort.column == "eager_ns" and screen.pager.sort.descending
+        assert table.raw[0][1] == "node_007" and table.row_count == PAGE
+        assert "eager time ▼" in text(app)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert not screen.pager.sort.descending and table.raw[0][1] != "node_007"
+        await pilot.click("#nodes-table", offset=(2, 0))  # the header of "#": graph order
+        await settle(app, pilot)
+        assert screen.pager.sort.column == "idx" and table.raw[0][0] == "0"
+        assert table.get_cell_at((8, 1)).style.bold      # node_008 has a finding
+        assert not table.get_cell_at((7, 1)).style
+        await pilot.press("down", "enter")   # a node's detail, uncut
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "NodeScreen" and app.screen.node.name == "node_001"
+        assert "target  operator.mul" in text(app) and "    6 │     z = y * scale" in text(app)
+        await pilot.press("escape", "s")     # a node's source line
+        await settle(app, pilot)
+        assert active(app) == "source" and app.source.focus_line == 6
+    drive(sample, script)
+
+
+def test_find_highlights_and_jumps_in_tables_and_filters_nodes(sample):
+    async def script(app, pilot):
+        table = app.main.query_one("#problems-table")
+        await pilot.press("slash")
+        assert app.focused.id == "find"
+        await pilot.press(*"recom")
+        assert table.cursor_row == 2 and table.find.matching_rows(table.raw) == [2]
+        cell = table.get_cell_at((2, 1))
+        assert any("reverse" in str(span.style) for span in cell.spans)  # highlighted
+        await pilot.press("escape")
+        assert app.focused is table
+        await pilot.press("2", "enter")
+        await settle(app, pilot)
+        nodes = app.screen.query_one("#nodes-table")
+        await pilot.press("slash", *"relu")
+        await settle(app, pilot)
+        assert app.screen.pager.total == len(range(0, N_NODES, 3))
+        assert nodes.row_count == PAGE and all(r[2] == "torch.relu" for r in nodes.raw)
+        await pilot.press("escape", "escape")
+        assert app.screen is app.main
+    drive(sample, script)
+
+
+def test_hot_spots_run_info_help_palette_and_quit(sample):
+    async def script(app, pilot):
+        await pilot.press("4")
+        hot = app.main.query_one("#hot-nodes")
+        assert active(app) == "hot" and hot.raw[0][2:4] == ("g1", "node_007")
+        assert hot.raw[0][0] == "█" * 16
+        ops = app.main.query_one("#hot-ops")
+        ops.focus()
+        await pilot.pause()
+        await pilot.press("slash", *"gt.s", "escape")  # finds in the table that had the focus
+        assert app.focused is ops and ops.raw[ops.cursor_row][2] == "aten.gt.Scalar"
+        hot.focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert active(app) == "source" and app.source.focus_line == 6
+        await pilot.press("5")
+        shown = text(app)
+        assert "complete (the program ran to its end)" in shown
+        assert "internal errors" in shown and "2.13.0" in shown
+        await pilot.press("question_mark")
+        assert type(app.screen).__name__ == "HelpScreen" and "next / previous problem" in text(app)
+        await pilot.press("escape")
+        assert app.screen is app.main
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"gbreak")
+        await pilot.pause(0.2)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "ProblemScreen"
+        assert app.screen.finding.kind == "graph_break"
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0
+    drive(sample, script)
+
+
+def test_diff_key_mounts_the_diff_screen_or_says_it_is_missing(sample, monkeypatch):
+    made = []
+
+    class DiffModel:
+        @classmethod
+        def for_graph(cls, run, graph_id):
+            made.append(graph_id)
+            return cls()
+
+    from textual.screen import Screen
+
+    class DiffScreen(Screen):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_model",
+                        types.SimpleNamespace(DiffModel=DiffModel))
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_view",
+                        types.SimpleNamespace(DiffScreen=DiffScreen))
+
+    async def script(app, pilot):
+        assert app.selected_graph_id() == 1          # the divergence's graph
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "DiffScreen" and made == [1]
+        await pilot.press("2", "down")
+        assert isinstance(app.current_item(), Graph) and app.selected_graph_id() == 2
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert made == [1, 2]
+    drive(sample, script)
+
+
+def test_a_run_without_problems_or_sources(tmp_path):
+    from graphdbg.runfile import RunWriter
+    w = RunWriter(str(tmp_path / "empty.run"))
+    w.set_meta(argv=["x.py"], status="running")
+    w.close(exit_status=1, status="failed")
+
+    async def script(app, pilot):
+        assert "no problems · exit 1 (failed)" in text(app)
+        await pilot.press("n", "s", "3", "4", "5", "d")
+        await settle(app, pilot)
+        assert "failed" in text(app)
+    drive(str(tmp_path / "empty.run"), script)
+
+
+def test_a_bad_file_fails_before_the_app_starts(tmp_path):
+    from graphdbg.tui.app import GraphdbgApp, run_tui
+    bad = tmp_path / "bad.run"
+    bad.write_text("not sqlite")
+    with pytest.raises(GraphdbgError, match="is not a graphdbg run file"):
+        run_tui([str(bad)])
+    with pytest.raises(GraphdbgError, match="no such run file"):
+        GraphdbgApp([str(tmp_path / "missing.run")])
+
+
+def test_keys_typed_in_the_find_bar_are_text_not_bindings(sample):
+    async def script(app, pilot):
+        await pilot.press("3")
+        await settle(app, pilot)
+        await pilot.press("slash", *"sin", "d", "q", "n")   # s, d, q and n are bindings elsewhere
+        assert app.focused.id == "find" and app.focused.value == "sindqn"
+        assert app.screen is app.main and active(app) == "source" and app.return_code is None
+        for _ in "dqn":
+            await pilot.press("backspace")
+        src = app.main.query_one("#source-table")
+        assert src.raw[src.cursor_row][2] == "    return z.sin()"   # the first match
+        await pilot.press("enter")                                  # the next one wraps
+        assert src.raw[src.cursor_row][2] == "    return z.sin()"
+        assert not app.focused.cursor_blink
+    drive(sample, script)
+
+
+def test_no_color_and_two_runs(sample, monkeypatch):
+    made = []
+
+    class DiffModel:
+        @classmethod
+        def for_runs(cls, a, b):
+            made.append((a.path, b.path))
+            return cls()
+
+    from textual.screen import Screen
+
+    class DiffScreen(Screen):
+        def __init__(self, model):
+            super().__init__()
+
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_model",
+                        types.SimpleNamespace(DiffModel=DiffModel))
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_view",
+                        types.SimpleNamespace(DiffScreen=DiffScreen))
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def script(app, pilot):
+        assert app.no_color
+        await pilot.press("5")
+        assert "run B" in text(app)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert made == [(sample, sample)], [n.message for n in app._notifications]
+        assert type(app.screen).__name__ == "DiffScreen"
+    drive([sample, sample], script)
+
+
+def test_d_with_the_real_diff_view(sample):
+    pytest.importorskip("graphdbg.tui.diff_view")
+
+    async def script(app, pilot):
+        await pilot.press("d")   # the divergence's graph: this run kept no per-node values
+        await settle(app, pilot)
+        pushed = type(app.screen).__name__ == "DiffScreen"
+        said = [n.message for n in app._notifications if n.message.startswith("diff:")]
+        assert pushed or said, "d neither opened the diff view nor said why"
+        await pilot.press("escape", "1")
+        assert app.screen is app.main and active(app) == "problems"
+    drive(sample, script)
+
+
+def test_paths_that_look_like_markup_are_shown_as_text(tmp_path):
+    path = str(write_sample_run(tmp_path / "[bold]runs[/bold]"))
+
+    async def script(app, pilot):
+        await pilot.press("3")
+        await settle(app, pilot)
+        assert "[bold]runs[/bold]/model.py" in text(app)   # the source title, verbatim
+        await pilot.press("2", "enter")
+        await settle(app, pilot)
+        assert "graph 1 block at model.py:4" in text(app)
+    drive(path, script, size=(160, 24))

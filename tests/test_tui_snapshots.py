@@ -1,0 +1,64 @@
+"""SVG snapshots of every view of the terminal UI at 80x24 and 160x48
+(pytest-textual-snapshot; `pytest --snapshot-update` accepts new ones after
+looking at them). The run is tests/tui_sample.py's, written at a fixed path so
+the screens do not depend on where the test ran; no clock is shown and the
+cursor does not blink."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_sample import write_sample_run
+
+pytestmark = pytest.mark.xdist_group("tui-snapshots")
+
+FOLDER = Path("/tmp/graphdbg-tui-snapshots")
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+
+
+@pytest.fixture(scope="module")
+def sample() -> str:
+    return str(write_sample_run(FOLDER, node_values=True))
+
+
+def app_for(path: str):
+    from graphdbg.tui.app import GraphdbgApp
+    app = GraphdbgApp([path], cursor_blink=False, page_size=50)
+    app.animation_level = "none"
+    return app
+
+
+async def settle(pilot) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+VIEWS = {
+    "problems": [],
+    "problem-detail": ["enter"],
+    "graphs": ["2"],
+    "nodes": ["2", "enter"],
+    "source": ["s"],
+    "hot-spots": ["4"],
+    "run-info": ["5"],
+    "help": ["question_mark"],
+    "find": ["2", "enter", "slash", "s", "i", "n"],
+    "diff": ["2", "d"],
+    "diff-differing": ["2", "d", "f"],
+}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_view_snapshot(snap_compare, sample, view, size):
+    keys = VIEWS[view]
+
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    assert snap_compare(app_for(sample), terminal_size=SIZES[size], run_before=run_before)

@@ -1,0 +1,120 @@
+"""A small run file for the TUI tests, written with RunWriter (no torch):
+every record is known, and a graph large enough to need paging."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from graphdbg.runfile import RunWriter
+
+SOURCE = """\
+import torch
+
+
+def block(x, scale):
+    y = x.relu()
+    z = y * scale
+    if z.sum() > 0:
+        z = z + 1
+    return z.sin()
+
+
+def main():
+    x = torch.randn(8)
+    for scale in (0.5, 2.0):
+        block(x, scale)
+
+
+main()
+"""
+
+N_NODES = 450  # graph 1: more than two pages of 200
+
+
+def _stats(shift: float) -> str:
+    return json.dumps({"shape": [8, 3], "dtype": "float32", "min": -1.5 + shift,
+                       "max": 2.25 + shift, "mean": 0.01 + shift, "std": 0.98, "norm": 31.6,
+                       "nan": 0, "inf": 0})
+
+
+def write_sample_run(folder: Path, n_nodes: int = N_NODES, *, internal_errors=(),
+                     node_values: bool = False) -> Path:
+    """``node_values``: also the per-node eager/compiled values of graph 1's
+    first call, node_008 the first divergent one (for the diff view)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "model.py"
+    src.write_text(SOURCE)
+    s = str(src)
+    w = RunWriter(str(folder / "sample.run"))
+    w.set_meta(argv=["model.py", "--epochs", "1"], cwd=str(folder), module=False,
+               values="stats", torch="2.13.0", python="3.11.7", graphdbg="0.1.0",
+               device="cpu", counts={"recompiles": 1}, internal_errors=list(internal_errors))
+    relu = w.frame_id(s, 5, "block")
+    mul = w.frame_id(s, 6, "block")
+    brk = w.frame_id(s, 7, "block")
+    sin = w.frame_id(s, 9, "block")
+    call = w.frame_id(s, 15, "main")
+    stack = w.stack_id([(s, 18, "<module>"), (s, 15, "main"), (s, 6, "block")])
+    w.put_graph(1, compile_id="0/0", backend="inductor", code_name="block", code_file=s,
+                code_line=4, n_nodes=n_nodes, status="compiled", compile_time_s=1.25,
+                user_frame=call)
+    w.put_graph(2, compile_id="0/1", backend="inductor", code_name="block", code_file=s,
+                code_line=4, n_nodes=3, status="compiled", compile_time_s=0.5)
+    frames = (relu, mul, sin)
+    for idx in range(n_nodes):
+        op = "placeholder" if idx == 0 else "output" if idx == n_nodes - 1 else "call_function"
+        name = "x" if idx == 0 else "output" if idx == n_nodes - 1 else f"node_{idx:03d}"
+        target = ("torch.relu", "operator.mul", "torch.sin")[idx % 3]
+        frame = frames[idx % 3] if op == "call_function" else None
+        w.add("nodes", (1, idx, name, op, target, json.dumps([[8, idx % 7 + 1]]),
+                        json.dumps(["float32"]), frame, stack if frame else None,
+                        "blocks.0.act" if idx % 3 == 0 else None, None, "x"))
+        if op == "call_function":
+            ns = 90_000 if idx == 7 else 1000 + (idx * 37) % 5000  # node_007: the slowest
+            w.add("node_times", (1, name, ns))
+    for idx, name in enumerate(("x", "sin", "output")):
+        w.add("nodes", (2, idx, name, "call_function" if name == "sin" else "placeholder",
+                        "torch.sin", None, None, sin if name == "sin" else None, None, None,
+                        None, ""))
+    if node_values:
+        for idx in range(1, 30):
+            first, known = idx == 8, idx >= 8  # localisation compiled node_008 onwards
+            differs = idx > 8 and idx % 5 == 0
+            status = "first divergent" if first else "differs" if differs else "ok"
+            w.add("node_values", (
+                1, 0, f"node_{idx:03d}", status, "miscompile" if first or differs else None,
+                "intermediate outputs (inductor)" if known else None,
+                0.125 if first or differs else 1e-7 if known else None,
+                0.5 if first or differs else 1e-6 if known else None, 1e-7,
+                0.125 if first or differs else 2e-7 if known else None,
+                _stats(0.0), _stats(0.125 if first or differs else 0.0) if known else None,
+                _stats(0.0)))
+    w.add("calls", (1, 1, 0, 2_000_000, "[]"))
+    w.add("calls", (2, 1, 1, 1_000_000, "[]"))
+    w.add("calls", (3, 2, 0, 500_000, "[]"))
+    for seq, op, frame, ns in ((10, "aten.randn.default", w.frame_id(s, 13, "main"), 40_000),
+                               (11, "aten.sum.default", brk, 7_000),
+                               (12, "aten.gt.Scalar", brk, 3_000)):
+        w.add("ops", (seq, op, "forward", "[[8]]", '["float32"]', None, ns, frame, None,
+                      None, None))
+        w.add_op_summary(op, "forward", frame, None, ns)
+    w.diagnostic("brk", kind="graph_break", severity="warning",
+                 message="graph break: Data-dependent branching",
+                 reason="Graph Break Reason: Data-dependent branching\n  full torch text here",
+                 hint="Use torch.cond or move the branch out of the compiled region",
+                 user_frame=brk, stack=stack, compile_id="0/0",
+                 detail={"gb_type": "Data-dependent branching", "explanation": "explained"})
+    w.diagnostic("rc", kind="recompile", severity="warning",
+                 message="recompile of block() at model.py:4: scale changed: was 0.5, now 2.0",
+                 hint="mark scale dynamic", user_frame=mul, stack=stack, compile_id="0/1")
+    w.diagnostic("div", kind="divergence", severity="error",
+                 message="compiled differs from eager at torch.sin (node node_008)",
+                 user_frame=sin, stack=stack, graph_id=1, node="node_008", op="torch.sin",
+                 detail={"classification": "miscompile", "node": "node_008", "stage": "inductor",
+                         "max_abs": 0.125, "max_rel": 0.5, "eager_vs_fp64": 1e-7,
+                         "compiled_vs_fp64": 0.125, "method": "intermediates", "compiles": 1})
+    w.diagnostic("note", kind="divergence", severity="info",
+                 message="precision: compiled is closer to float64", user_frame=relu)
+    w.close(exit_status=0, status="complete", wall_s=3.5)
+    return folder / "sample.run"
