@@ -336,3 +336,24 @@ def test_paths_that_look_like_markup_are_shown_as_text(tmp_path):
         await settle(app, pilot)
         assert "graph 1 block at model.py:4" in text(app)
     drive(path, script, size=(160, 24))
+
+
+def test_a_run_still_being_written_opens_with_what_is_there(tmp_path):
+    # the writer is still open (the program runs): what it committed is shown
+    from graphdbg.runfile import RunWriter
+    w = RunWriter(str(tmp_path / "live.run"), commit_interval=0.0)
+    w.set_meta(argv=["train.py"], module=False)
+    frame = w.frame_id(str(tmp_path / "train.py"), 3, "main")
+    w.diagnostic("b", kind="graph_break", severity="warning", message="graph break: live one",
+                 user_frame=frame)
+    w.flush()
+    try:
+        async def script(app, pilot):
+            shown = text(app)
+            assert "graph break: live one" in shown and "train.py:3" in shown
+            await pilot.press("5")
+            await settle(app, pilot)
+            assert "running" in text(app)
+        drive(str(tmp_path / "live.run"), script)
+    finally:
+        w.close(exit_status=0, status="complete")

@@ -19,11 +19,13 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 class Tmux:
     """One detached tmux session running a command; the screen as text."""
 
-    def __init__(self, argv: list[str], cwd, width: int = 120, height: int = 40) -> None:
+    def __init__(self, argv: list[str], cwd, width: int = 120, height: int = 40,
+                 after: str = "") -> None:
+        """``after``: shell text run once the command ends (its status is $?)."""
         self.name = f"graphdbg-test-{uuid.uuid4().hex[:8]}"
         env = {**ENV, "TERM": "xterm-256color", "COLUMNS": str(width), "LINES": str(height)}
         env.pop("NO_COLOR", None)
-        command = " ".join(_quote(a) for a in argv)
+        command = " ".join(_quote(a) for a in argv) + after
         subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width),
                         "-y", str(height), command], cwd=cwd, env=env, check=True)
 
@@ -98,3 +100,23 @@ def _expect_lines(sample, kind: str) -> list[int]:
     return [i for i, text in enumerate(sample.read_text().splitlines(), 1)
             if f"graphdbg-expect: {kind}" in text]
 
+
+
+def test_run_with_tui_opens_the_ui_when_the_program_ends(tmp_path):
+    (tmp_path / "loop.py").write_text(
+        "import torch\n"
+        "def step(x, scale):\n"
+        "    return x * scale  # the guard's line\n"
+        "f = torch.compile(step, backend='eager', dynamic=False)\n"
+        "for s in (1, 2):\n"
+        "    f(torch.ones(2), s)\n"
+        "raise SystemExit(3)\n")
+    t = Tmux([sys.executable, "-m", "graphdbg", "run", "--tui", "-o", "loop.run", "loop.py"],
+             cwd=tmp_path, after="; echo exit=$?; sleep 30")
+    try:
+        screen = t.wait_for("loop.py:3", timeout=60)
+        assert "scale changed" in screen
+        t.keys("q")
+        t.wait_for("exit=3")  # the program's status, after the UI
+    finally:
+        t.close()
