@@ -66,11 +66,19 @@ Source gutter: g1,2 graphs with nodes at the line;
 # -- messages from workers --------------------------------------------------------------
 
 class RunLoaded(Message):
-    def __init__(self, findings: list, graphs: list, hot: m.HotSpots,
+    def __init__(self, findings: list, graphs: list,
                  info: list, files: list, counts: dict) -> None:
         super().__init__()
-        self.findings, self.graphs, self.hot = findings, graphs, hot
+        self.findings, self.graphs = findings, graphs
         self.info, self.files, self.counts = info, files, counts
+
+
+class HotLoaded(Message):
+    """The hot spots, loaded after the first screen (they sum every op and node)."""
+
+    def __init__(self, hot: m.HotSpots) -> None:
+        super().__init__()
+        self.hot = hot
 
 
 class SourceLoaded(Message):
@@ -693,14 +701,14 @@ class GraphdbgApp(App):
         run = self.run_a
         findings = run.findings()
         graphs = run.graphs()
-        hot = m.HotSpots.load(run)
         counts = {k: v.count for k, v in run.finding_counts().items()}
         info = m.run_info(run, counts)
         if len(self.runs) > 1:
             info = [("run B", self.runs[1].info.file)] + info
         self.source = m.SourceModel(run, findings)
         files = self.source.choose_files()
-        self.post_message(RunLoaded(findings, graphs, hot, info, files, counts))
+        self.post_message(RunLoaded(findings, graphs, info, files, counts))
+        self.post_message(HotLoaded(m.HotSpots.load(run)))
 
     def on_run_loaded(self, msg: RunLoaded) -> None:
         main = self.main
@@ -709,10 +717,6 @@ class GraphdbgApp(App):
         problems = main.query_one("#problems-table", FindTable)
         problems.set_rows(self.problems.rows(), self.problems.findings)
         main.show_graphs()
-        hot = msg.hot
-        main.query_one("#hot-nodes", FindTable).set_rows(hot.node_rows(), hot.nodes)
-        main.query_one("#hot-lines", FindTable).set_rows(hot.line_rows(), hot.lines)
-        main.query_one("#hot-ops", FindTable).set_rows(hot.op_rows(), hot.ops)
         main.query_one("#info-table", FindTable).set_rows(msg.info)
         main.query_one("#status", Static).update(m.status_line(self.run_a, self.problems))
         tabs = main.query_one(TabbedContent)
@@ -720,6 +724,12 @@ class GraphdbgApp(App):
         tabs.get_tab("graphs").label = f"2 Graphs ({len(msg.graphs)})"
         if msg.files and self.source.file is None:
             self.show_source(msg.files[0], self.source.first_line(msg.files[0]), switch=False)
+
+    def on_hot_loaded(self, msg: HotLoaded) -> None:
+        main, hot = self.main, msg.hot
+        main.query_one("#hot-nodes", FindTable).set_rows(hot.node_rows(), hot.nodes)
+        main.query_one("#hot-lines", FindTable).set_rows(hot.line_rows(), hot.lines)
+        main.query_one("#hot-ops", FindTable).set_rows(hot.op_rows(), hot.ops)
 
     def show_source(self, file: str, line: int | None, *, switch: bool = True) -> None:
         if switch:
