@@ -25,6 +25,7 @@ import copy
 import functools
 import itertools
 import os
+import re
 import sys
 import time
 from typing import Any, Callable
@@ -68,8 +69,15 @@ def _fingerprint(gm) -> tuple:
     return tuple((id(n), n.target, tuple(id(a) for a in n.all_input_nodes)) for n in gm.graph.nodes)
 
 
+_OBJECT_REPR = re.compile(r"^<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>$")
+
+
 def _backend_name(wrapper) -> str:
-    return str(getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None))
+    """The backend's name: torch's (``inductor``), a function's, or for a
+    callable object its class (torch names it by its repr, with an address)."""
+    name = str(getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None))
+    m = _OBJECT_REPR.match(name)
+    return m.group(1) if m else name
 
 
 _OPTIMIZED_CALL = None
@@ -170,7 +178,7 @@ class BackendRecorder:
         fingerprint = _fingerprint(gm)
         ctx.progress.update(
             f"graphdbg: compiling graph {graph_id} ({len(gm.graph.nodes)} nodes) with "
-            f"{getattr(wrapper, '_compiler_name', None) or getattr(wrapper, '__name__', 'backend')}")
+            f"{_backend_name(wrapper)}")
         t0 = time.perf_counter()
         try:
             compiled = orig(wrapper, gm, example_inputs, **kwargs)

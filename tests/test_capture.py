@@ -238,3 +238,18 @@ def test_higher_order_ops_run_unchanged_under_graphdbg(workdir, runs):
     doc = report_doc(workdir / "x.run")
     assert doc["diagnostics"] == [] and doc["run"]["internal_errors"] == []
     assert doc["graphs"] and all(g["status"] == "compiled" for g in doc["graphs"])
+
+
+class PassThroughBackend:
+    def __call__(self, gm, example_inputs):
+        return gm.forward
+
+
+@in_process
+def test_a_callable_object_backend_is_named_by_its_class(tmp_path):
+    # torch names such a backend by its repr, memory address included
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        torch.compile(sin_cos, backend=PassThroughBackend())(torch.randn(4))
+    (g,) = report_doc(run)["graphs"]
+    assert g["backend"] == "PassThroughBackend"
