@@ -14,7 +14,9 @@ import torch._dynamo
 from faulty_backends import (by_line, make_backward_faulty_backend, make_crashing_on_partial_backend,
                              make_faulty_backend)
 
+import faulty_backends
 import graphdbg
+from faulty_backends import Dropped, own_random_stream
 from conftest import line_of, report_doc
 
 HERE = __file__
@@ -128,37 +130,6 @@ def test_backward_fault_maps_to_the_forward_line(tmp_path, mark):
     assert d["detail"]["stage_compiles"] <= math.ceil(math.log2(op_nodes(doc))) + 2
 
 
-class Dropped(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(16, 16)
-        self.drop = torch.nn.Dropout(0.5)
-
-    def forward(self, x):
-        h = self.fc(x)
-        h = self.drop(h)  # MARK dropout
-        return torch.tanh(h) * 2  # MARK tanh
-
-
-def own_random_stream(swap: bool):
-    def backend(gm, example_inputs):
-        """Same graph, but draws from a shifted random stream (as inductor's own
-        RNG does); with `swap` it also computes tanh as sigmoid."""
-        from torch._dynamo.backends.registry import lookup_backend
-        if swap:
-            for n in gm.graph.nodes:
-                if n.target is torch.tanh:
-                    n.target = torch.sigmoid
-            gm.recompile()
-        compiled = lookup_backend("aot_eager")(gm, example_inputs)
-
-        def run(*args):
-            torch.rand(1)
-            return compiled(*args)
-        return run
-    return backend
-
-
 def random_program(swap: bool) -> tuple[float, float]:
     torch._dynamo.reset()
     torch.manual_seed(0)
@@ -178,9 +149,9 @@ def test_random_ops_are_reported_as_random_and_the_rest_still_checked(tmp_path, 
     doc = report_doc(tmp_path / "r.run")
     found = {(d["detail"]["classification"], d["line"]) for d in doc["diagnostics"]
              if d["kind"] == "divergence"}
-    expected = {("random", line_of(HERE, "dropout"))}
+    expected = {("random", line_of(faulty_backends.__file__, "dropout"))}
     if swap:
-        expected.add(("miscompile", line_of(HERE, "tanh")))
+        expected.add(("miscompile", line_of(faulty_backends.__file__, "tanh")))
     assert found == expected
     rnd = next(d for d in doc["diagnostics"] if d["detail"]["classification"] == "random")
     assert rnd["severity"] == "warning" and "fallback_random" in rnd["hint"]

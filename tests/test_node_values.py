@@ -15,7 +15,9 @@ import torch._dynamo
 from conftest import line_of
 from faulty_backends import by_line, make_faulty_backend
 
+import faulty_backends
 import graphdbg
+from faulty_backends import Dropped, own_random_stream
 from graphdbg.query import NODE_VALUE_DIFFERING, Run
 from graphdbg.runfile import COLUMNS, RunWriter
 from graphdbg.schema import SCHEMA_VERSION
@@ -225,37 +227,6 @@ def test_errors_helper():
     assert errors(1, a) == (None, None)
 
 
-class Dropped(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(16, 16)
-        self.drop = torch.nn.Dropout(0.5)
-
-    def forward(self, x):
-        h = self.fc(x)
-        h = self.drop(h)  # MARK dropout
-        return torch.tanh(h) * 2  # MARK tanh
-
-
-def own_random_stream(swap: bool):
-    """aot_eager drawing from a shifted random stream; with ``swap`` tanh
-    computed as sigmoid too (as in test_compare.py)."""
-    def backend(gm, example_inputs):
-        from torch._dynamo.backends.registry import lookup_backend
-        if swap:
-            for n in gm.graph.nodes:
-                if n.target is torch.tanh:
-                    n.target = torch.sigmoid
-            gm.recompile()
-        compiled = lookup_backend("aot_eager")(gm, example_inputs)
-
-        def run(*args):
-            torch.rand(1)
-            return compiled(*args)
-        return run
-    return backend
-
-
 @pytest.mark.usefixtures("clean_torch")
 @pytest.mark.parametrize("swap", [False, True])
 def test_random_draws_are_replayed_so_only_real_differences_differ(tmp_path, swap):
@@ -266,14 +237,14 @@ def test_random_draws_are_replayed_so_only_real_differences_differ(tmp_path, swa
     with Run(str(tmp_path / "r.run")) as run:
         assert run.info.internal_errors == []
         (gid,) = run.node_value_graphs()
-        rows = {r.line: r for r in run.node_values(gid) if r.line != line_of(HERE, "tanh")}
-        drop = rows[line_of(HERE, "dropout")]
+        rows = {r.line: r for r in run.node_values(gid) if r.line != line_of(faulty_backends.__file__, "tanh")}
+        drop = rows[line_of(faulty_backends.__file__, "dropout")]
         assert (drop.status, drop.kind) == ("differs", "random")
-        tanh_rows = [r for r in run.node_values(gid) if r.line == line_of(HERE, "tanh")]
+        tanh_rows = [r for r in run.node_values(gid) if r.line == line_of(faulty_backends.__file__, "tanh")]
         assert len(tanh_rows) == 2   # tanh and the product
         if swap:
             first = run.first_divergent_node(gid)
-            assert first.line == line_of(HERE, "tanh") and first.status == "first divergent"
+            assert first.line == line_of(faulty_backends.__file__, "tanh") and first.status == "first divergent"
             assert "random draws replayed" in first.compiled_from
         else:
             assert all(r.status == "ok" and "replayed" in r.compiled_from for r in tanh_rows)

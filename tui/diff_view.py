@@ -13,6 +13,7 @@ Rows are read in a thread worker (`@work(thread=True)`) that posts
 
 from __future__ import annotations
 
+import sqlite3
 from typing import ClassVar
 
 from rich.style import Style
@@ -24,7 +25,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from graphdbg.errors import GraphdbgError
+
 from .diff_model import DiffModel, DiffRow
+
+# what reading a run file may raise: damaged (one-line GraphdbgError) or closed
+READ_ERRORS = (GraphdbgError, sqlite3.Error)
 
 
 class DiffScreen(Screen):
@@ -88,7 +94,7 @@ class DiffScreen(Screen):
             if reset:
                 model.reset()
             rows = model.load_until(until, offset) if until is not None else model.fetch(offset)
-        except Exception as exc:  # a damaged or closed run file: say so, keep the UI
+        except READ_ERRORS as exc:  # a damaged or closed run file: say so, keep the UI
             self.post_message(self.Page([], generation, reset, note=f"cannot read: {exc}"))
             return
         self.post_message(self.Page(rows, generation, reset, cursor, offset=offset))
@@ -185,8 +191,9 @@ class DiffScreen(Screen):
         model, generation = self.model, self._generation
         try:
             at = model.first_divergent()
-        except Exception as exc:
-            self.app.call_from_thread(self.notify, f"cannot read: {exc}", severity="error")
+        except READ_ERRORS as exc:
+            self.app.call_from_thread(self.notify, f"cannot read: {exc}", severity="error",
+                                      markup=False)
             return
         if at is None:
             self.app.call_from_thread(self.notify, "nothing diverges here", timeout=3)

@@ -740,3 +740,34 @@ if __name__ == "__main__":
     fails = _self_test(["aot_eager", "inductor"] if a.inner == "both" else [a.inner])
     print("FAILURES:", fails if fails else "none")
     sys.exit(1 if fails else 0)
+
+
+class Dropped(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = self.drop(h)  # MARK dropout
+        return torch.tanh(h) * 2  # MARK tanh
+
+
+def own_random_stream(swap: bool):
+    """A backend: the same graph, drawing from a shifted random stream (as
+    inductor's own RNG does); with ``swap`` tanh computed as sigmoid too."""
+    def backend(gm, example_inputs):
+        from torch._dynamo.backends.registry import lookup_backend
+        if swap:
+            for n in gm.graph.nodes:
+                if n.target is torch.tanh:
+                    n.target = torch.sigmoid
+            gm.recompile()
+        compiled = lookup_backend("aot_eager")(gm, example_inputs)
+
+        def run(*args):
+            torch.rand(1)
+            return compiled(*args)
+        return run
+    return backend
