@@ -4,7 +4,7 @@
 
 Writes two runs with RunWriter directly (no torch), cached in
 $TMPDIR/graphdbg-query-bench/: "full" (100 graphs x 1000 nodes with frames,
-stacks, node times and calls; 1,000,000 eager ops with their summary;
+stacks, node times, calls and per-node values; 1,000,000 eager ops with their summary;
 300 findings with stacks; source snapshots) and "small" (a tenth of the
 graphs and ops, the same findings). Then measures, each in a fresh process:
 open + first page of a graph's nodes (target <= 50 ms), findings (<= 50 ms),
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-GENERATOR = 1  # bump when the synthetic run changes: the cache is keyed on it
+GENERATOR = 2  # bump when the synthetic run changes: the cache is keyed on it
 SIZES = {"small": (10, 1000, 100_000), "full": (100, 1000, 1_000_000)}  # graphs, nodes, ops
 FINDINGS = 300
 FILES, LINES = 20, 500
@@ -69,6 +69,13 @@ def build(path: Path, graphs: int, nodes: int, ops: int) -> None:
                             frames[(g * nodes + i) % len(frames)], stacks[i % len(stacks)],
                             f"blocks.{i % 12}.mlp", "Linear", "x, w"))
             w.add("node_times", (g, f"n{i}", rng.randrange(1_000, 2_000_000)))
+            # every node's value on the first checked call; a few differ
+            status = ("first divergent" if i == nodes // 2 else "differs" if i > nodes // 2
+                      and i % 50 == 0 else "ok")
+            err = rng.random() * (1.0 if status != "ok" else 1e-6)
+            w.add("node_values", (g, 0, f"n{i}", status, "miscompile" if status != "ok" else None,
+                                  "intermediate outputs (aot)", err, err * 10, 1e-7, err,
+                                  stats[1:-1], stats[1:-1], stats[1:-1]))
         for c in range(20):
             seq += 1
             w.add("calls", (seq, g, c, rng.randrange(100_000, 5_000_000),

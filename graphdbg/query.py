@@ -552,24 +552,47 @@ class Run:
 
     def node_count(self, graph_id: int, *, find: str | None = None) -> int:
         """How many nodes a graph has (those matching ``find``, as `node_page`)."""
-        where, args = self._node_find(graph_id, find)
+        join, jargs = self._node_value_join(graph_id)
+        where, args = self._node_find(graph_id, find, bool(join))
         return self._rows("SELECT COUNT(*) FROM nodes n LEFT JOIN frames f ON f.id = n.user_frame "
-                          "WHERE " + where, args)[0][0]
+                          + join + "WHERE " + where, [*jargs, *args])[0][0]
 
-    # sort keys of `node_page`: column name -> SQL (ties broken by graph order)
+    # sort keys of `node_page`: column name -> SQL (ties broken by graph order);
+    # the value keys sort by the graph's default checked call (`node_value_call`)
     NODE_SORT: ClassVar[dict[str, str]] = {
         "idx": "n.idx", "name": "n.name", "op": "n.op", "target": "n.target",
         "shapes": "n.shapes", "dtypes": "n.dtypes", "module_path": "n.module_path",
         "line": "f.file, f.line", "eager_ns": "t.eager_ns",
+        # most telling first: first divergent, differs, ok, not compared
+        "status": "CASE v.status WHEN 'first divergent' THEN 3 WHEN 'differs' THEN 2 "
+                  "WHEN 'ok' THEN 1 WHEN 'not compared' THEN 0 END",
+        "max_abs": "v.max_abs", "max_rel": "v.max_rel",
+        "compiled_vs_fp64": "v.compiled_vs_fp64",
+        # the value's magnitude: the larger of |min| and |max| on the eager side
+        "value": "MAX(ABS(json_extract(v.eager_stats, '$.min')), "
+                 "ABS(json_extract(v.eager_stats, '$.max')))",
     }
+    NODE_VALUE_SORT: ClassVar[frozenset] = frozenset(
+        {"status", "max_abs", "max_rel", "compiled_vs_fp64", "value"})
+
+    def _node_value_join(self, graph_id: int) -> tuple[str, list]:
+        """The LEFT JOIN that gives each node its value on the graph's
+        default checked call (alias v); empty when the graph has none."""
+        call = self.node_value_call(graph_id)
+        if call is None:
+            return "", []
+        join = ("LEFT JOIN node_values v ON v.graph_id = n.graph_id AND v.node = n.name "
+                "AND v.call_idx = ? ")
+        return join, [call]
 
     @staticmethod
-    def _node_find(graph_id: int, find: str | None) -> tuple[str, list]:
+    def _node_find(graph_id: int, find: str | None, values: bool = False) -> tuple[str, list]:
         where, args = "n.graph_id = ?", [graph_id]
         if find:
             pattern = "%" + find.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             cols = ("n.name", "n.op", "n.target", "n.module_path", "n.module_class",
-                    "n.shapes", "n.dtypes", "f.code", "f.file || ':' || f.line")
+                    "n.shapes", "n.dtypes", "f.code", "f.file || ':' || f.line") + (
+                    ("v.status",) if values else ())
             where += " AND (" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in cols) + ")"
             args += [pattern] * len(cols)
         return where, args
@@ -579,19 +602,41 @@ class Run:
                   find: str | None = None) -> list[Node]:
         """A page of a graph's nodes sorted in SQL by one of `NODE_SORT`
         (NULLs last either way; ties in graph order), optionally only those
-        whose name, op, target, module, shapes, dtypes, code or file:line
-        contain ``find`` (case-insensitive for ASCII)."""
+        whose name, op, target, module, shapes, dtypes, code, file:line or
+        value status contain ``find`` (case-insensitive for ASCII). Their
+        values: `node_values_at`."""
         if order_by not in self.NODE_SORT:
             raise ValueError(f"cannot sort nodes by {order_by!r}")
+        join, jargs = self._node_value_join(graph_id)
+        sort = self.NODE_SORT[order_by]
+        if order_by in self.NODE_VALUE_SORT and not join:
+            sort = "n.idx"          # no values in this graph: graph order
         direction = "DESC" if descending else "ASC"
         keys = []
-        for col in self.NODE_SORT[order_by].split(", "):
-            keys += [f"{col} IS NULL", f"{col} {direction}"]
-        where, args = self._node_find(graph_id, find)
+        for col in (sort,) if order_by in self.NODE_VALUE_SORT else sort.split(", "):
+            keys += [f"({col}) IS NULL", f"({col}) {direction}"]
+        where, args = self._node_find(graph_id, find, bool(join))
         return self._nodes(self._rows(
-            self._NODE_SQL + "LEFT JOIN frames f ON f.id = n.user_frame WHERE " + where
+            self._NODE_SQL + "LEFT JOIN frames f ON f.id = n.user_frame " + join + "WHERE " + where
             + " ORDER BY " + ", ".join(keys) + ", n.idx LIMIT ? OFFSET ?",
-            (*args, -1 if limit is None else limit, offset)))
+            (*jargs, *args, -1 if limit is None else limit, offset)))
+
+    def node_values_at(self, graph_id: int, idxs: Iterable[int],
+                       call_idx: int | None = None) -> dict[int, NodeValue]:
+        """The values of some nodes (by index: a page of `node_page`) on one
+        call (by default `node_value_call`); nodes without one left out."""
+        idxs = list(dict.fromkeys(idxs))
+        w = self._node_value_where(graph_id, call_idx, False)
+        if w is None or not idxs:
+            return {}
+        where, args = w
+        out: dict[int, NodeValue] = {}
+        for i in range(0, len(idxs), 500):      # under SQLite's variable limit
+            chunk = idxs[i:i + 500]
+            rows = self._rows(self._NODE_VALUE_SQL + where + " AND n.idx IN ("
+                              + ",".join("?" * len(chunk)) + ")", [*args, *chunk])
+            out.update((v.idx, v) for v in self._node_value_records(rows))
+        return out
 
     def node_graphs_by_line(self, file: str) -> dict[int, tuple[int, ...]]:
         """For each line of a file: the ids of the graphs with a node there."""

@@ -175,6 +175,7 @@ def _text(app) -> str:
 
 def test_diff_screen_keys(graph_run):
     from graphdbg.tui.diff_model import DiffModel
+    from graphdbg.tui.app import level_style
     from graphdbg.tui.diff_view import DiffScreen
     from rich.style import Style
     from textual.app import App
@@ -210,12 +211,12 @@ def test_diff_screen_keys(graph_run):
                 assert table.cursor_row == FIRST and screen.current_row().status == "first divergent"
                 # colours are the theme's, never hard-coded
                 theme = app.current_theme
-                assert screen._style("error") == Style(color=theme.error, bold=True)
-                assert screen._style("warning") == Style(color=theme.warning, bold=False)
-                assert screen._style("success") == Style(color=theme.success, bold=False)
-                assert screen._style(None) is None
+                assert level_style(app, "error") == Style(color=theme.error, bold=True)
+                assert level_style(app, "warning") == Style(color=theme.warning, bold=False)
+                assert level_style(app, "success") == Style(color=theme.success, bold=False)
+                assert level_style(app, None) is None
                 status = table.get_row_at(FIRST)[screen.model.columns.index("status")]
-                assert status.style == screen._style("error")
+                assert status.style == level_style(app, "error")
                 assert "n20" in _text(app)
                 assert "n20 = torch.op20 at model.py:10: first divergent" in _text(app)  # detail pane
                 await pilot.press("n")

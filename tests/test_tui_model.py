@@ -70,6 +70,54 @@ def test_problem_preview_under_the_table(run):
     assert m.problem_preview(None) == ""
 
 
+def test_node_table_of_a_checked_graph_shows_values_sorts_and_finds_by_them(tmp_path):
+    with Run(str(write_sample_run(tmp_path, node_values=True))) as run:
+        pager = m.NodePager(run, 1, page_size=200)
+        assert pager.columns is m.NODE_COLUMNS  # not known before the first page
+        pager.extend(pager.fetch())
+        assert pager.columns is m.VALUE_NODE_COLUMNS
+        keys = [k for k, _ in pager.columns]
+        assert keys[:5] == ["idx", "name", "status", "max_abs", "max_rel"]
+        cells = dict(zip(keys, pager.cells(pager.rows[8]), strict=True))
+        assert (cells["status"], cells["max_abs"], cells["max_rel"]) == ("first divergent",
+                                                                        "0.125", "0.5")
+        assert cells["value"].endswith("]") and pager.value_level(pager.rows[8]) == "error"
+        assert pager.value_level(pager.rows[10]) == "warning"  # differs
+        assert pager.value_level(pager.rows[9]) == "success"   # ok
+        # a node without a value (graph 1 has values for nodes 1-29 only)
+        assert pager.cells(pager.rows[40])[2:5] == ("-", "-", "-")
+        assert pager.value_level(pager.rows[40]) is None
+
+        # the status sorts most telling first; errors largest first, in SQL
+        pager.sort.select("status")
+        assert pager.sort.descending
+        pager.reset()
+        pager.extend(pager.fetch())
+        statuses = [pager.values[n.idx].status for n in pager.rows[:7]]
+        assert statuses == ["first divergent"] + ["differs"] * 4 + ["ok"] * 2
+        assert pager.title().endswith("sorted by status ▼")
+        pager.sort.select("max_rel")
+        pager.reset()
+        pager.extend(pager.fetch())
+        rel = [pager.values[n.idx].max_rel if n.idx in pager.values else None
+               for n in pager.rows]
+        known = [r for r in rel if r is not None]
+        assert known == sorted(known, reverse=True) and known[0] == 0.5
+        assert rel[-1] is None and rel[:len(known)] == known  # nodes without one last
+        # find matches the status too
+        pager.find.query = "divergent"
+        pager.reset()
+        pager.extend(pager.fetch())
+        assert [n.name for n in pager.rows] == ["node_008"] and pager.total == 1
+
+        # a graph without values keeps the plain columns
+        other = m.NodePager(run, 2)
+        other.extend(other.fetch())
+        assert other.columns is m.NODE_COLUMNS and len(other.cells(other.rows[0])) == 9
+        with pytest.raises(ValueError):
+            run.node_page(1, order_by="nonsense")
+
+
 def test_caret_under_the_code_of_errors():
     out = m.source_excerpt(["a = 1", "    y = f(x)  # note"], 2, caret=True)
     assert [ln.text for ln in out if ln.style == "caret"] == ["            ^^^^^^^^"]

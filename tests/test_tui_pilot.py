@@ -143,6 +143,31 @@ def test_graphs_and_their_nodes_paged_and_sorted(sample):
     drive(sample, script)
 
 
+def test_a_checked_graphs_nodes_show_status_and_error_coloured_and_sort_by_them(tmp_path):
+    from graphdbg.tui.app import level_style
+    path = str(write_sample_run(tmp_path, node_values=True))
+
+    async def script(app, pilot):
+        await pilot.press("2", "enter")          # graph 1: checked node by node
+        await settle(app, pilot)
+        screen, table = app.screen, app.screen.query_one("#nodes-table")
+        assert [str(c.label).split(" ")[0] for c in table.columns.values()][:5] == [
+            "#", "node", "status", "max", "max"]
+        assert "first divergent" in text(app) and "0.125" in text(app)
+        for row, level in ((8, "error"), (10, "warning"), (9, "success")):
+            for col in (2, 3, 4):                 # status and both errors, by the theme
+                assert table.get_cell_at((row, col)).style == level_style(app, level)
+        await pilot.press("greater_than_sign", "greater_than_sign")   # # -> node -> status
+        await settle(app, pilot)
+        assert screen.pager.sort.column == "status" and screen.pager.sort.descending
+        assert table.raw[0][1:3] == ("node_008", "first divergent")
+        assert [r[2] for r in table.raw[1:5]] == ["differs"] * 4
+        await pilot.press("greater_than_sign")    # max abs, largest first
+        await settle(app, pilot)
+        assert table.raw[0][3] == "0.125" and "max abs ▼" in text(app)
+    drive(path, script)
+
+
 def test_find_highlights_and_jumps_in_tables_and_filters_nodes(sample):
     async def script(app, pilot):
         table = app.main.query_one("#problems-table")

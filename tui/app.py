@@ -211,6 +211,15 @@ def _time_style(app: App, level: str | None) -> Style | None:
     return Style(color=colour, bold=level == "hot")
 
 
+def level_style(app: App, level: str | None) -> Style | None:
+    """A value status's colour: error (first divergent), warning (differs),
+    success (ok); nothing for not compared."""
+    theme = app.current_theme
+    colour = {"error": theme.error, "warning": theme.warning,
+              "success": theme.success}.get(level or "")
+    return Style(color=colour, bold=level == "error") if colour else None
+
+
 # -- screens ---------------------------------------------------------------------------
 
 class FindMixin:
@@ -399,7 +408,7 @@ class NodesScreen(FindMixin, Screen):
     def set_columns(self) -> None:
         table = self.query_one(FindTable)
         table.clear(columns=True)
-        for key, label in m.NODE_COLUMNS:
+        for key, label in self.pager.columns:
             width = m.NODE_WIDTHS.get(key)
             table.add_column(label + self.pager.sort.label(key), key=key,
                              width=max(width, len(label) + 2) if width else None)
@@ -417,14 +426,25 @@ class NodesScreen(FindMixin, Screen):
 
     def on_page_loaded(self, msg: PageLoaded) -> None:
         self._fetching = False
+        columns = self.pager.columns
         added = self.pager.extend(msg.page)
         table = self.query_one(FindTable)
+        if self.pager.columns is not columns:      # the first page brought values
+            self.set_columns()
         problems = getattr(self.app, "problems", None)
         flagged = {(f.graph_id, f.node) for f in (problems.findings if problems else ())}
         error = Style(color=self.app.current_theme.error, bold=True)
-        styles = [{m.TIME_COLUMN: _time_style(self.app, self.pager.heat(n)),
-                   1: error if (n.graph_id, n.name) in flagged else None} for n in added]
-        table.append_rows([m.node_cells(n) for n in added], added, styles)
+        at = self.pager.column_index
+        time_col = at("eager_ns")
+        value_cols = [i for i in (at("status"), at("max_abs"), at("max_rel")) if i is not None]
+        styles = []
+        for n in added:
+            st = {time_col: _time_style(self.app, self.pager.heat(n)),
+                  1: error if (n.graph_id, n.name) in flagged else None}
+            level = level_style(self.app, self.pager.value_level(n))
+            st.update(dict.fromkeys(value_cols, level))
+            styles.append(st)
+        table.append_rows([self.pager.cells(n) for n in added], added, styles)
         self.query_one("#nodes-title", Static).update(self.pager.title())
         self.maybe_more()
 

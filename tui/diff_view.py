@@ -16,7 +16,6 @@ from __future__ import annotations
 import sqlite3
 from typing import ClassVar
 
-from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -27,6 +26,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from graphdbg.errors import GraphdbgError
 
+from .app import level_style
 from .diff_model import DiffModel, DiffRow
 
 # what reading a run file may raise: damaged (one-line GraphdbgError) or closed
@@ -128,18 +128,10 @@ class DiffScreen(Screen):
         self.query_one("#diff-status", Static).update(text)
 
     def _cells(self, row: DiffRow) -> list[Text]:
-        style = self._style(row.level)
+        style = level_style(self.app, row.level)
         status_col = self.model.columns.index("status") if "status" in self.model.columns else -1
         return [Text(c, style=style if i == status_col and style else "", no_wrap=True,
                      overflow="ellipsis") for i, c in enumerate(row.cells)]
-
-    def _style(self, level: str | None) -> Style | None:
-        if level is None:
-            return None
-        theme = self.app.current_theme
-        colour = {"error": theme.error, "warning": theme.warning,
-                  "success": theme.success}.get(level)
-        return Style(color=colour, bold=level == "error") if colour else None
 
     @on(DataTable.RowHighlighted, "#diff-table")
     def _more(self, event: DataTable.RowHighlighted) -> None:

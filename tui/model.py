@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..format import brief, code_part, ms, short
-from ..query import SEVERITIES, Finding, Graph, Node, Run, SourceLine
+from ..query import SEVERITIES, Finding, Graph, Node, NodeValue, Run, SourceLine
+from .diff_model import num, stats_text
 
 VIEWS = ("problems", "graphs", "source", "hot", "info")
 VIEW_TITLES = {"problems": "Problems", "graphs": "Graphs", "source": "Source",
@@ -360,11 +361,20 @@ def graph_cells(g: Graph) -> tuple[str, ...]:
 NODE_COLUMNS = (("idx", "#"), ("name", "node"), ("target", "target"), ("eager_ns", "eager time"),
                 ("line", "where"), ("shapes", "shapes"), ("dtypes", "dtypes"),
                 ("module_path", "module"), ("op", "op"))
-TIME_COLUMN = 3  # NODE_COLUMNS' index of the time
+# a graph with per-node values (checked eager against compiled) shows them
+# next to the name: an 80-column screen sees the status and the errors first
+VALUE_NODE_COLUMNS = (("idx", "#"), ("name", "node"), ("status", "status"),
+                      ("max_abs", "max abs"), ("max_rel", "max rel"), ("eager_ns", "eager time"),
+                      ("line", "where"), ("value", "value (eager)"), ("compiled_vs_fp64", "comp↔f64"),
+                      ("target", "target"), ("shapes", "shapes"), ("dtypes", "dtypes"),
+                      ("module_path", "module"), ("op", "op"))
 # widest a column gets (cells are cut with …): long FX names must not push
 # the time off an 80-column screen
 NODE_WIDTHS = {"idx": 4, "name": 24, "target": 24, "eager_ns": 10, "line": 22, "shapes": 18,
-               "dtypes": 10, "module_path": 22, "op": 13}
+               "dtypes": 10, "module_path": 22, "op": 13, "status": 15, "max_abs": 8,
+               "max_rel": 8, "value": 28, "compiled_vs_fp64": 9}
+# the value status a cell is coloured by (the view maps it to a theme colour)
+STATUS_LEVELS = {"first divergent": "error", "differs": "warning", "ok": "success"}
 
 
 def _shapes(shapes: list | None) -> str:
@@ -374,12 +384,24 @@ def _shapes(shapes: list | None) -> str:
                     for s in shapes)
 
 
-def node_cells(n: Node) -> tuple[str, ...]:
-    """A node's cells, in NODE_COLUMNS order."""
-    return (str(n.idx), n.name, n.target or "-",
-            ms(n.eager_ns) if n.eager_ns is not None else "-", where(n.file, n.line),
-            _shapes(n.shapes), " ".join(map(str, n.dtypes)) if n.dtypes else "-",
-            n.module_path or "-", n.op)
+def node_cells(n: Node, value: NodeValue | None = None,
+               columns: Sequence[tuple[str, str]] = NODE_COLUMNS) -> tuple[str, ...]:
+    """A node's cells (with its value on the checked call, if any), in
+    `columns` order."""
+    v = value
+    cell = {
+        "idx": lambda: str(n.idx), "name": lambda: n.name, "target": lambda: n.target or "-",
+        "eager_ns": lambda: ms(n.eager_ns) if n.eager_ns is not None else "-",
+        "line": lambda: where(n.file, n.line), "shapes": lambda: _shapes(n.shapes),
+        "dtypes": lambda: " ".join(map(str, n.dtypes)) if n.dtypes else "-",
+        "module_path": lambda: n.module_path or "-", "op": lambda: n.op,
+        "status": lambda: v.status if v else "-",
+        "max_abs": lambda: num(v.max_abs) if v else "-",
+        "max_rel": lambda: num(v.max_rel) if v else "-",
+        "value": lambda: stats_text(v.eager_stats) if v else "-",
+        "compiled_vs_fp64": lambda: num(v.compiled_vs_fp64) if v else "-",
+    }
+    return tuple(cell[key]() for key, _ in columns)
 
 
 def node_detail(n: Node, source: str | None, stack: Sequence = (),
@@ -424,17 +446,25 @@ class NodePager:
         self.run = run
         self.graph_id = graph_id
         self.page_size = page_size
-        self.sort = SortState(tuple(k for k, _ in NODE_COLUMNS), "idx",
-                              descending_first=frozenset({"eager_ns"}))
+        self.columns = NODE_COLUMNS        # VALUE_NODE_COLUMNS once a page shows values
+        self.sort = self._sort_state("idx")
         self.find = FindState()
         self.rows: list[Node] = []
+        self.values: dict[int, NodeValue] = {}   # loaded rows' values on the checked call
         self.total: int | None = None      # matching nodes, known after the first fetch
         self.top_ns: int | None = None     # the graph's slowest node, for colouring
         self.generation = 0                # bumped by reset: late pages are dropped
 
+    def _sort_state(self, column: str, descending: bool = False) -> SortState:
+        # times, errors and magnitudes sort largest first; the status most telling first
+        return SortState(tuple(k for k, _ in self.columns), column, descending,
+                         descending_first=frozenset({"eager_ns", "status", "max_abs", "max_rel",
+                                                     "value", "compiled_vs_fp64"}))
+
     def reset(self) -> None:
         """Forget the loaded rows (after a sort or find change)."""
         self.rows = []
+        self.values = {}
         self.total = None
         self.generation += 1
 
@@ -457,6 +487,8 @@ class NodePager:
         nodes: list
         total: int
         top_ns: int | None
+        values: dict = field(default_factory=dict)   # node idx -> NodeValue
+        has_values: bool = False                     # the graph was checked node by node
 
     def fetch(self, offset: int | None = None) -> NodePager.Page:
         """The next page (a query: call it from a worker thread)."""
@@ -471,16 +503,35 @@ class NodePager:
         if top is None:
             slowest = self.run.node_page(self.graph_id, 0, 1, order_by="eager_ns", descending=True)
             top = slowest[0].eager_ns if slowest and slowest[0].eager_ns else 0
-        return NodePager.Page(generation, offset, nodes, total, top)
+        values = self.run.node_values_at(self.graph_id, (n.idx for n in nodes))
+        has_values = bool(values) or (offset > 0 and self.columns is VALUE_NODE_COLUMNS) or (
+            offset == 0 and self.run.node_value_call(self.graph_id) is not None)
+        return NodePager.Page(generation, offset, nodes, total, top, values, has_values)
 
     def extend(self, page: NodePager.Page) -> list[Node]:
         """Take a fetched page; returns the rows added ([] for a stale page)."""
         if page.generation != self.generation or page.offset != len(self.rows):
             return []
         self.rows.extend(page.nodes)
+        self.values.update(page.values)
         self.total = page.total
         self.top_ns = page.top_ns
+        if page.has_values and self.columns is not VALUE_NODE_COLUMNS:
+            self.columns = VALUE_NODE_COLUMNS
+            self.sort = self._sort_state(self.sort.column, self.sort.descending)
         return page.nodes
+
+    def cells(self, n: Node) -> tuple[str, ...]:
+        return node_cells(n, self.values.get(n.idx), self.columns)
+
+    def value_level(self, n: Node) -> str | None:
+        """How the status and error cells are coloured: "error" (first
+        divergent), "warning" (differs), "success" (ok) or None."""
+        v = self.values.get(n.idx)
+        return STATUS_LEVELS.get(v.status) if v else None
+
+    def column_index(self, key: str) -> int | None:
+        return next((i for i, (k, _) in enumerate(self.columns) if k == key), None)
 
     def heat(self, n: Node) -> str | None:
         return heat(n.eager_ns, self.top_ns)
@@ -488,7 +539,7 @@ class NodePager:
     def title(self) -> str:
         shown = f"{len(self.rows)} of {self.total}" if self.total is not None else "…"
         found = f", matching {self.find.query!r}" if self.find.query else ""
-        col = dict(NODE_COLUMNS)[self.sort.column]
+        col = dict(self.columns)[self.sort.column]
         return (f"graph {self.graph_id}: nodes {shown}{found}; sorted by {col} "
                 f"{'▼' if self.sort.descending else '▲'}")
 
