@@ -20,6 +20,7 @@ import json
 import math
 import sys
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .format import brief, ms, short
@@ -31,8 +32,9 @@ Group = tuple  # (file, line, op, phase): where and what an eager op is
 
 
 @dataclass
-class _Side:
-    """What the diff needs of one run, all bounded by lines and graphs, not ops."""
+class Side:
+    """What a diff needs of one run (`read_side`), all bounded by lines and
+    graphs, not ops."""
     run: Run
     counts: dict[Group, int]             # ops per group
     op_lines: set[tuple]                 # (file, line) where any op ran
@@ -42,7 +44,7 @@ class _Side:
     graphs: int
 
 
-def _side(run: Run) -> _Side:
+def read_side(run: Run) -> Side:
     counts = run.op_groups()
     graph_ids = {g.id for g in run.graphs()}
     covered: dict[tuple, set[int]] = defaultdict(set)
@@ -54,7 +56,7 @@ def _side(run: Run) -> _Side:
             out_line[n.graph_id] = (n.file, n.line, n.code)  # the last one wins
     times = {(t.file, t.line): t.total_ns
              for t in run.hot_lines(None, recorded_ops_only=True)}
-    return _Side(run, counts, {(g[0], g[1]) for g in counts}, covered, out_line, times,
+    return Side(run, counts, {(g[0], g[1]) for g in counts}, covered, out_line, times,
                  len(graph_ids))
 
 
@@ -77,7 +79,7 @@ _UNINITIALISED = ("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.n
                   "aten.new_empty_strided", "aten.empty_permuted")
 
 
-def _compare_ops(a: Op, b: Op, k: int, rtol: float) -> dict | None:
+def compare_ops(a: Op, b: Op, k: int, rtol: float) -> dict | None:
     if a.op.startswith(_UNINITIALISED):
         return None
     # identical JSON text is always close (for rtol >= 0): no parsing on the common path
@@ -96,7 +98,7 @@ def _compare_ops(a: Op, b: Op, k: int, rtol: float) -> dict | None:
     return None
 
 
-def _twins(side: _Side, other: _Side):
+def _twins(side: Side, other: Side):
     """(group, occurrence), op for the ops of `side` that have a twin in `other`."""
     seen: dict[Group, int] = defaultdict(int)
     for o in side.run.iter_ops():
@@ -107,56 +109,70 @@ def _twins(side: _Side, other: _Side):
             yield (g, k), o
 
 
-def _first_value_divergence(A: _Side, B: _Side, rtol: float) -> dict | None:
-    """The first aligned op, in A's order, whose shapes or values differ.
+class AlignedOps:
+    """Every aligned pair of eager ops of two runs, as ``((group, k), a, b)``:
+    the k-th op of a group (file, line, op, phase) in A meets the k-th in B.
 
-    Both streams hold only ops with a twin, so every op waiting in `wait_a`
-    or `wait_b` is matched later; reading them in step keeps the waiting
-    sets as small as the two runs are out of step."""
-    wait_a: OrderedDict[tuple, Op] = OrderedDict()   # by A's order: first = earliest
-    wait_b: dict[tuple, Op] = {}
+    The two op streams are read in step, each holding only ops with a twin,
+    so every op waiting for its twin is matched later and the waiting sets
+    stay as small as the runs are out of step. Pairs come in the order the
+    second of the two is read. Set `stop_after` to an A seq to stop once no
+    op of A at or before it can still be paired (a search for the earliest
+    difference in A's order needs nothing later)."""
+
+    def __init__(self, A: Side, B: Side) -> None:
+        self.A, self.B = A, B
+        self.stop_after: int | None = None
+
+    def __iter__(self) -> Iterator[tuple[tuple, Op, Op]]:
+        wait_a: OrderedDict[tuple, Op] = OrderedDict()   # in A's order: first = earliest
+        wait_b: dict[tuple, Op] = {}
+        ia, ib = _twins(self.A, self.B), _twins(self.B, self.A)
+        a_seq, a_done, b_done = -1, False, False
+        while not (a_done and b_done):
+            stop = self.stop_after
+            if stop is not None and (a_done or a_seq >= stop) and (
+                    not wait_a or next(iter(wait_a.values())).seq > stop):
+                return
+            if not a_done:
+                item = next(ia, None)
+                if item is None:
+                    a_done = True
+                else:
+                    key, a = item
+                    a_seq = a.seq
+                    b = wait_b.pop(key, None)
+                    if b is None:
+                        wait_a[key] = a
+                    else:
+                        yield key, a, b
+            if not b_done:
+                item = next(ib, None)
+                if item is None:
+                    b_done = True
+                else:
+                    key, b = item
+                    a = wait_a.pop(key, None)
+                    if a is None:
+                        wait_b[key] = b
+                    else:
+                        yield key, a, b
+
+
+def first_value_divergence(A: Side, B: Side, rtol: float) -> dict | None:
+    """The first aligned op, in A's order, whose shapes or values differ."""
     best: tuple[int, dict] | None = None             # (A seq, divergence)
-    ia, ib = _twins(A, B), _twins(B, A)
-    a_seq, a_done, b_done = -1, False, False
-
-    def check(key: tuple, a: Op, b: Op) -> None:
-        nonlocal best
+    pairs = AlignedOps(A, B)
+    for key, a, b in pairs:
         if best is None or a.seq < best[0]:
-            found = _compare_ops(a, b, key[1], rtol)
+            found = compare_ops(a, b, key[1], rtol)
             if found is not None:
                 best = (a.seq, found)
-
-    while not (a_done and b_done):
-        if best is not None and (a_done or a_seq >= best[0]) and (
-                not wait_a or next(iter(wait_a.values())).seq > best[0]):
-            break  # nothing earlier in A is left to compare
-        if not a_done:
-            item = next(ia, None)
-            if item is None:
-                a_done = True
-            else:
-                key, a = item
-                a_seq = a.seq
-                b = wait_b.pop(key, None)
-                if b is None:
-                    wait_a[key] = a
-                else:
-                    check(key, a, b)
-        if not b_done:
-            item = next(ib, None)
-            if item is None:
-                b_done = True
-            else:
-                key, b = item
-                a = wait_a.pop(key, None)
-                if a is None:
-                    wait_b[key] = b
-                else:
-                    check(key, a, b)
+                pairs.stop_after = a.seq
     return best[1] if best else None
 
 
-def _graph_boundaries(A: _Side, B: _Side, rtol: float) -> list[dict]:
+def graph_boundaries(A: Side, B: Side, rtol: float) -> list[dict]:
     """Outputs of compiled graphs in one run against the values the other run
     computed eagerly at the graph's output line."""
     found = []
@@ -193,9 +209,9 @@ def _graph_boundaries(A: _Side, B: _Side, rtol: float) -> list[dict]:
 
 def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> dict:
     with Run(path_a) as ra, Run(path_b) as rb:
-        A, B = _side(ra), _side(rb)
-        first = _first_value_divergence(A, B, rtol)
-        boundaries = _graph_boundaries(A, B, rtol)
+        A, B = read_side(ra), read_side(rb)
+        first = first_value_divergence(A, B, rtol)
+        boundaries = graph_boundaries(A, B, rtol)
         n_ops = ra.count("ops"), rb.count("ops")
     compiled_only = []
     for name, X, Y in (("A", A, B), ("B", B, A)):

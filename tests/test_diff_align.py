@@ -116,6 +116,6 @@ def test_the_merge_stops_once_nothing_earlier_in_a_is_left(tmp_path, monkeypatch
 
     monkeypatch.setattr(Run, "iter_ops", counting)
     with Run(pa) as ra, Run(pb) as rb:
-        first = diff._first_value_divergence(diff._side(ra), diff._side(rb), 1e-3)
+        first = diff.first_value_divergence(diff.read_side(ra), diff.read_side(rb), 1e-3)
     assert first["line"] == 4 and first["a"]["mean"] == 0.1
     assert len(read) < 20, len(read)  # not 10000: both streams stop right after

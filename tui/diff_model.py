@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..diff import _compare_ops, _graph_boundaries, _side, _twins
+from ..diff import AlignedOps, compare_ops, graph_boundaries, read_side
 from ..format import brief
-from ..query import NodeValue, Op, Run
+from ..query import NodeValue, Run
 
 # status -> theme level (the view maps levels to $error / $warning / $success)
 LEVELS = {"first divergent": "error", "differs": "warning", "ok": "success",
@@ -356,42 +356,12 @@ def graph_row(v: NodeValue) -> DiffRow:
 
 # -- two runs ---------------------------------------------------------------------
 
-def _pairs(A, B) -> Iterator[tuple[tuple, Op, Op]]:
-    """((group, k), op of A, op of B) for every aligned occurrence, reading
-    the two op streams in step (memory: the ops whose twin is not read yet)."""
-    ia, ib = _twins(A, B), _twins(B, A)
-    wait_a: dict[tuple, Op] = {}
-    wait_b: dict[tuple, Op] = {}
-    a_done = b_done = False
-    while not (a_done and b_done):
-        if not a_done:
-            nxt = next(ia, None)
-            if nxt is None:
-                a_done = True
-            else:
-                key, op = nxt
-                if key in wait_b:
-                    yield key, op, wait_b.pop(key)
-                else:
-                    wait_a[key] = op
-        if not b_done:
-            nxt = next(ib, None)
-            if nxt is None:
-                b_done = True
-            else:
-                key, op = nxt
-                if key in wait_a:
-                    yield key, wait_a.pop(key), op
-                else:
-                    wait_b[key] = op
-
-
 def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
     """One row per (file, line, op, phase) of either run, in the order of A's
     first occurrence (then B's groups), with counts, time per side and the
     largest value difference over the aligned occurrences (graphdbg diff's
     alignment and value rule). Lines that ran compiled in one run are marked."""
-    A, B = _side(run_a), _side(run_b)
+    A, B = read_side(run_a), read_side(run_b)
     groups: OrderedDict[tuple, dict] = OrderedDict()
 
     def group(g: tuple) -> dict:
@@ -406,8 +376,8 @@ def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
             d = group((o.file, o.line, o.op, o.phase))
             d[key_n] += 1
             d[key_t] += o.time_ns or 0
-    for (g, k), a, b in _pairs(A, B):
-        found = _compare_ops(a, b, k, rtol)
+    for (g, k), a, b in AlignedOps(A, B):
+        found = compare_ops(a, b, k, rtol)
         if found is None:
             continue
         d = groups[g]
@@ -444,7 +414,7 @@ def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
                             status.split(" (")[0], file, line, item))
     # compiled graphs' outputs against the value the other run computed at
     # the graph's output line (graphdbg diff's "graph boundaries")
-    for b in _graph_boundaries(A, B, rtol):
+    for b in graph_boundaries(A, B, rtol):
         where = f"{brief(b['file'])}:{b['line']}" if b.get("file") else "-"
         rel = b.get("rel_diff")
         cells = (where, f"graph {b['graph']} output (compiled in {b['compiled_in']})", "values",
