@@ -175,7 +175,7 @@ def _text(app) -> str:
 
 def test_diff_screen_keys(graph_run):
     from graphdbg.tui.diff_model import DiffModel
-    from graphdbg.tui.app import level_style
+    from graphdbg.tui.theme import level_style
     from graphdbg.tui.diff_view import DiffScreen
     from rich.style import Style
     from textual.app import App

@@ -144,7 +144,7 @@ def test_graphs_and_their_nodes_paged_and_sorted(sample):
 
 
 def test_a_checked_graphs_nodes_show_status_and_error_coloured_and_sort_by_them(tmp_path):
-    from graphdbg.tui.app import level_style
+    from graphdbg.tui.theme import level_style
     path = str(write_sample_run(tmp_path, node_values=True))
 
     async def script(app, pilot):

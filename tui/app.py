@@ -34,6 +34,7 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 from ..errors import GraphdbgError
 from ..query import Finding, Graph, Node, Run
 from . import model as m
+from .theme import level_style, time_style
 
 HELP = """\
 [b]graphdbg tui[/b] — keys (the mouse works too)
@@ -201,23 +202,6 @@ class Heading(Static):
     def __init__(self, content: str = "", **kwargs) -> None:
         kwargs.setdefault("markup", False)
         super().__init__(content, **kwargs)
-
-
-def _time_style(app: App, level: str | None) -> Style | None:
-    if level is None:
-        return None
-    theme = app.current_theme
-    colour = theme.error if level == "hot" else theme.warning
-    return Style(color=colour, bold=level == "hot")
-
-
-def level_style(app: App, level: str | None) -> Style | None:
-    """A value status's colour: error (first divergent), warning (differs),
-    success (ok); nothing for not compared."""
-    theme = app.current_theme
-    colour = {"error": theme.error, "warning": theme.warning,
-              "success": theme.success}.get(level or "")
-    return Style(color=colour, bold=level == "error") if colour else None
 
 
 # -- screens ---------------------------------------------------------------------------
@@ -439,7 +423,7 @@ class NodesScreen(FindMixin, Screen):
         value_cols = [i for i in (at("status"), at("max_abs"), at("max_rel")) if i is not None]
         styles = []
         for n in added:
-            st = {time_col: _time_style(self.app, self.pager.heat(n)),
+            st = {time_col: time_style(self.app, self.pager.heat(n)),
                   1: error if (n.graph_id, n.name) in flagged else None}
             level = level_style(self.app, self.pager.value_level(n))
             st.update(dict.fromkeys(value_cols, level))
@@ -769,7 +753,7 @@ class GraphdbgApp(App):
         self.source.show(msg.file, msg.rows, msg.line, msg.total)
         table = self.main.query_one("#source-table", FindTable)
         top = self.source.top_ns
-        styles = [{0: _time_style(self, m.heat(r.time_ns, top)) if not r.marks else
+        styles = [{0: time_style(self, m.heat(r.time_ns, top)) if not r.marks else
                    Style(color=self.current_theme.warning, bold=True),
                    2: Style(bold=True) if r.line == msg.line else None} for r in msg.rows]
         table.set_rows([m.SourceModel.cells(r) for r in msg.rows], msg.rows, styles,

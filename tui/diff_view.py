@@ -26,8 +26,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from graphdbg.errors import GraphdbgError
 
-from .app import level_style
 from .diff_model import DiffModel, DiffRow
+from .theme import level_style
 
 # what reading a run file may raise: damaged (one-line GraphdbgError) or closed
 READ_ERRORS = (GraphdbgError, sqlite3.Error)
