@@ -40,6 +40,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 ENV.pop("GRAPHDBG_DEBUG", None)
 AOT = ("--backend", "aot_eager")
+GOLDEN_SAVE = ("--save", "observed.safetensors")  # tests/support/golden.py passes the same
 
 
 # -- the CLI in a subprocess, reports in-process ----------------------------------
@@ -289,8 +290,10 @@ class Runs:
                             argv)
 
     def golden(self, name: str) -> Result:
-        """The run the golden documents were made from (tests/support/golden.py)."""
-        return self.graphdbg(name, *AOT)
+        """The run the golden documents were made from (tests/support/golden.py):
+        aot_eager, final outputs saved to `observed.safetensors` for the
+        observer rule (one run serves both)."""
+        return self.graphdbg(name, *AOT, *GOLDEN_SAVE)
 
     def plain(self, name: str, *args: str) -> Result:
         """The sample without graphdbg (tests/support/plain_run.py): torch's

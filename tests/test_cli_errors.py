@@ -1,5 +1,10 @@
 """Bad input: one clear line and a non-zero exit, never our traceback; the
-program's own exit status and errors are preserved, and nothing is lost."""
+program's own exit status and errors are preserved, and nothing is lost.
+
+Runs that import torch go through the session's fork server (`runs.spawn`:
+`python ARGV` in a child of a warm interpreter); those whose point is the
+process itself (signals from outside, the interpreter's own startup) are
+fresh processes."""
 
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ def test_no_script_given(workdir):
     assert re.fullmatch(r"graphdbg run: .*\bscript\b.*", proc.stderr.strip())
 
 
-def test_script_that_raises_keeps_traceback_exit_1_and_run_file(workdir):
+def test_script_that_raises_keeps_traceback_exit_1_and_run_file(workdir, runs):
     _script(workdir, "boom.py", """\
         import torch
 
@@ -54,7 +59,7 @@ def test_script_that_raises_keeps_traceback_exit_1_and_run_file(workdir):
         step(torch.ones(3))
         fail()  # graphdbg-expect: call
         """)
-    proc = graphdbg("run", "-o", "boom.run", "boom.py", cwd=workdir)
+    proc = runs.spawn("-m", "graphdbg", "run", "-o", "boom.run", "boom.py", cwd=workdir)
     assert proc.returncode == 1
     # traceback printed as Python would: the program's frames, not ours
     assert "Traceback (most recent call last)" in proc.stderr
@@ -73,7 +78,7 @@ def test_script_that_raises_keeps_traceback_exit_1_and_run_file(workdir):
     assert doc["eager"]["ops"] >= 2
 
 
-def test_argv_sys_path_and_exit_status_as_python_sets_them(workdir):
+def test_argv_sys_path_and_exit_status_as_python_sets_them(workdir, runs):
     sub = workdir / "pkgdir"
     sub.mkdir()
     _script(sub, "helper_mod.py", "VALUE = 42\n")
@@ -82,15 +87,15 @@ def test_argv_sys_path_and_exit_status_as_python_sets_them(workdir):
         print(__name__, sys.argv, helper_mod.VALUE)
         sys.exit(3)
         """)
-    proc = graphdbg("run", "-q", "-o", "a.run", "pkgdir/main.py", "--epochs", "1", "x",
-                    cwd=workdir)
+    proc = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "a.run", "pkgdir/main.py",
+                      "--epochs", "1", "x", cwd=workdir)
     assert proc.returncode == 3, proc.stderr
     # -q: nothing but the program's own output
     assert proc.stdout == "__main__ ['pkgdir/main.py', '--epochs', '1', 'x'] 42\n"
     assert report_doc(workdir / "a.run")["run"]["exit_status"] == 3
 
 
-def test_module_mode(workdir):
+def test_module_mode(workdir, runs):
     pkg = workdir / "mypkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -98,7 +103,8 @@ def test_module_mode(workdir):
         import sys, torch
         print(__name__, sys.argv[1:], torch.ones(2).sum().item())
         """)
-    proc = graphdbg("run", "-o", "m.run", "-m", "mypkg.train", "--lr", "0.1", cwd=workdir)
+    proc = runs.spawn("-m", "graphdbg", "run", "-o", "m.run", "-m", "mypkg.train", "--lr", "0.1",
+                      cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "__main__ ['--lr', '0.1'] 2.0"
     assert "next: graphdbg report m.run" in proc.stderr
@@ -194,7 +200,7 @@ def test_report_defaults_to_newest_run(workdir):
     assert json.loads(proc.stdout)["run"]["exit_status"] == 0
 
 
-def test_forked_child_does_not_touch_the_run_file(workdir):
+def test_forked_child_does_not_touch_the_run_file(workdir, runs):
     _script(workdir, "forker.py", """\
         import os, torch
         a = torch.ones(4) * 2
@@ -207,7 +213,7 @@ def test_forked_child_does_not_touch_the_run_file(workdir):
         b = a + 1
         print(b.sum().item())
         """)
-    proc = graphdbg("run", "-q", "-o", "f.run", "forker.py", cwd=workdir)
+    proc = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "f.run", "forker.py", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     doc = report_doc(workdir / "f.run")
     assert doc["run"]["status"] == "complete"
@@ -228,7 +234,7 @@ def test_unsupported_torch_version_is_refused(workdir):
     assert proc.stdout == "" and not list(workdir.glob("*.run"))
 
 
-def test_sigkill_leaves_a_run_that_ended_without_closing(workdir):
+def test_sigkill_leaves_a_run_that_ended_without_closing(workdir, runs):
     _script(workdir, "killed.py", """\
         import os, signal, time, torch
         f = torch.compile(lambda x: x.sin() + 1, backend="eager")
@@ -237,7 +243,7 @@ def test_sigkill_leaves_a_run_that_ended_without_closing(workdir):
         torch.ones(8).cos()
         os.kill(os.getpid(), signal.SIGKILL)
         """)
-    proc = graphdbg("run", "-q", "-o", "k.run", "killed.py", cwd=workdir)
+    proc = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "k.run", "killed.py", cwd=workdir)
     assert proc.returncode == -signal.SIGKILL
     raw = sqlite3.connect(workdir / "k.run").execute(
         "SELECT value FROM meta WHERE key = 'status'").fetchone()[0]

@@ -11,15 +11,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch._dynamo
 
 import graphdbg
-from conftest import (AOT, CAPTURED_AT, ENV, SAMPLES, at, exception_of, graphdbg as run_graphdbg,
+from conftest import (AOT, CAPTURED_AT, GOLDEN_SAVE, SAMPLES, at, exception_of,
                       group, line_of, marked, markers, report_doc, report_text, sites, stack)
 
 HERE = __file__
@@ -94,7 +92,7 @@ ERROR_SAMPLES = {
 def test_error_sample(name, runs):
     exc_type, kinds = ERROR_SAMPLES[name]
     sample = SAMPLES / f"{name}.py"
-    plain, observed = runs.python(name, *AOT), runs.golden(name)  # the golden test's run
+    plain, observed = runs.python(name, *AOT, *GOLDEN_SAVE), runs.golden(name)  # the golden test's run
     assert_same_failure(plain, observed, exc_type)
     doc = observed.doc
     assert doc["run"]["status"] == "failed" and doc["run"]["exit_status"] == 1
@@ -135,11 +133,10 @@ torch.compile(f, backend="eager", fullgraph=True)(torch.ones(3))  # graphdbg-exp
 '''
 
 
-def test_unsupported_under_fullgraph_exits_as_without_graphdbg(workdir):
+def test_unsupported_under_fullgraph_exits_as_without_graphdbg(workdir, runs):
     (workdir / "p.py").write_text(FULLGRAPH)
-    plain = subprocess.run([sys.executable, "p.py"], cwd=workdir, capture_output=True,
-                           text=True, env=ENV, timeout=600)
-    observed = run_graphdbg("run", "-q", "-o", "x.run", "p.py", cwd=workdir)
+    plain = runs.spawn("p.py", cwd=workdir)
+    observed = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "x.run", "p.py", cwd=workdir)
     assert_same_failure(plain, observed, "Unsupported")
     assert "torch._dynamo.exc.Unsupported" in observed.stderr
     doc = report_doc(workdir / "x.run")

@@ -3,14 +3,14 @@
 
 import json
 
-from conftest import AOT, SAMPLES, graphdbg, group
+from conftest import AOT, GOLDEN_SAVE, SAMPLES, graphdbg, group
 
 EAGER = ("--stance", "force_eager")
 
 
 @group("transformer")
 def test_clean_compiled_run_matches_its_eager_run(runs, workdir):
-    eager = runs.graphdbg("transformer", *AOT, opts=EAGER).ok()
+    eager = runs.graphdbg("transformer", *AOT, *GOLDEN_SAVE, opts=EAGER).ok()
     compiled = runs.golden("transformer").ok()
     proc = graphdbg("diff", "--json", eager.run, compiled.run, cwd=workdir)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
@@ -24,7 +24,7 @@ def test_clean_compiled_run_matches_its_eager_run(runs, workdir):
 
 @group("divergence_faulty")
 def test_faulty_compiled_run_parts_from_eager_at_the_graph_output(runs, workdir):
-    eager = runs.graphdbg("divergence_faulty", *AOT, opts=EAGER).ok()
+    eager = runs.graphdbg("divergence_faulty", *AOT, *GOLDEN_SAVE, opts=EAGER).ok()
     compiled = runs.golden("divergence_faulty").ok()
     proc = graphdbg("diff", "--json", eager.run, compiled.run, cwd=workdir)
     assert proc.returncode == 1

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
-# (sample, extra args after the script); every one with the aot_eager backend
+# every one with the aot_eager backend and its outputs saved
 SAMPLES = ["mlp_clean", "graph_breaks", "recompiles", "eager_only", "train_loop",
            "transformer", "showcase", "hf_gpt2", "divergence_faulty", "clean_compare",
            "compile_shape_error", "broken_fx_pass", "export_failure"]
@@ -90,7 +90,10 @@ def main(argv: list[str]) -> int:
         for name in names:
             run = os.path.join(tmp, f"{name}.run")
             subprocess.run([sys.executable, "-m", "graphdbg", "run", "-q", "-o", run,
-                            str(ROOT / "samples" / f"{name}.py"), "--backend", "aot_eager"],
+                            str(ROOT / "samples" / f"{name}.py"), "--backend", "aot_eager",
+                            # as the tests' golden runs (conftest.GOLDEN_SAVE): they
+                            # serve the observer rule's outputs too
+                            "--save", "observed.safetensors"],
                            cwd=tmp, env=env, capture_output=True)
             doc = json.loads(subprocess.run(
                 [sys.executable, "-m", "graphdbg", "report", "--json", run], cwd=tmp, env=env,
