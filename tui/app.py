@@ -365,7 +365,7 @@ class NodesScreen(FindMixin, Screen):
         Binding("r", "reverse", "Reverse"),
     ]
 
-    def __init__(self, run: Run, graph: Graph, page_size: int = 200) -> None:
+    def __init__(self, run: Run, graph: Graph, page_size: int = 100) -> None:
         super().__init__()
         self.run, self.graph = run, graph
         self.pager = m.NodePager(run, graph.id, page_size)
@@ -657,7 +657,7 @@ class GraphdbgApp(App):
     ]
 
     def __init__(self, paths: list[str], runs: list[Run] | None = None, *,
-                 page_size: int = 200, cursor_blink: bool = True) -> None:
+                 page_size: int = 100, cursor_blink: bool = True) -> None:
         """``runs``: the paths already opened (`run_tui` opens them first);
         ``cursor_blink=False`` for tests and snapshots."""
         super().__init__()

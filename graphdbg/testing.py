@@ -1,0 +1,432 @@
+"""What the pytest plugin gives a test: a recorder around the test body, its
+counts and findings (read through `graphdbg.query`), assertions, and the
+text of a failure.
+
+    def test_model(graphdbg):                 # the `graphdbg` fixture
+        out = torch.compile(model)(x)
+        graphdbg.assert_no_graph_breaks()
+        graphdbg.assert_close()
+        with graphdbg.expect(graphs=0, recompiles=0):
+            torch.compile(model)(x)           # a second call compiles nothing
+
+The plugin itself (options, marker, hooks) is `graphdbg.pytest_plugin`.
+Imports neither torch nor textual at load: torch comes with the first
+recorded test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .format import code_part
+from .query import Finding, Run
+
+# what the marker and the session summary count; each is the sum of its
+# findings' counts (a finding is one site, hit `count` times)
+COUNTED = {"graph_breaks": "graph_break", "recompiles": "recompile"}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a test's compiles came to so far."""
+    graphs: int = 0           # graphs compiled
+    graph_breaks: int = 0     # graph breaks (every time one was hit)
+    recompiles: int = 0       # recompiles (every one)
+    divergences: int = 0      # compiled parted from eager beyond precision (sites)
+    errors: int = 0           # findings of severity error (sites)
+    compile_s: float = 0.0    # time in compiles
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """`@pytest.mark.graphdbg(...)`: what every compile in a test must keep to.
+    None: not checked. ``allow``: finding kinds or regular expressions on a
+    finding's message that are tolerated."""
+    max_graph_breaks: int | None = 0
+    max_recompiles: int | None = 0
+    max_graphs: int | None = None
+    compare: bool = True
+    rtol: float | None = None
+    atol: float | None = None
+    allow: tuple[str, ...] = ()
+
+    @classmethod
+    def from_marker(cls, args: Sequence, kwargs: dict) -> Limits:
+        if args:
+            raise TypeError("@pytest.mark.graphdbg takes keyword arguments only, e.g. "
+                            "@pytest.mark.graphdbg(max_graph_breaks=0)")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"@pytest.mark.graphdbg got unknown argument(s) {unknown}; "
+                            f"known: {sorted(known)}")
+        kw = dict(kwargs)
+        allow = kw.pop("allow", ())
+        if isinstance(allow, str):
+            allow = (allow,)
+        for pattern in allow:
+            re.compile(pattern)     # a bad pattern fails the test's setup, not later
+        return cls(**kw, allow=tuple(allow))
+
+    def describe(self) -> str:
+        """The marker as written, without defaults left alone."""
+        parts = [f"{k}={v!r}" for k, v in self.__dict__.items()
+                 if v != Limits.__dataclass_fields__[k].default and k != "allow"]
+        if self.allow:
+            parts.append(f"allow={list(self.allow)!r}")
+        return f"@pytest.mark.graphdbg({', '.join(parts)})"
+
+
+def allowed(f: Finding, allow: Iterable[str]) -> bool:
+    """A finding tolerated by ``allow``: its kind, or a pattern its message matches."""
+    for a in allow:
+        if a == f.kind or re.search(a, f.message or ""):
+            return True
+    return False
+
+
+@dataclass
+class Violation:
+    """One limit a test went over, with the findings behind it."""
+    what: str
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _judged_close(f: Finding, rtol: float | None, atol: float | None) -> bool:
+    """Whether a divergence is within explicit tolerances, judged on its
+    recorded largest errors: close when the absolute error is within atol or
+    the relative one within rtol (as allclose, element by element, at worst)."""
+    d = f.detail or {}
+    max_abs, max_rel = d.get("max_abs"), d.get("max_rel")
+    if max_abs is None and max_rel is None:
+        return False     # a shape/dtype difference, or non-finite errors
+    return ((atol is not None and max_abs is not None and max_abs <= atol)
+            or (rtol is not None and max_rel is not None and max_rel <= rtol))
+
+
+def divergences(findings: Iterable[Finding], rtol: float | None = None,
+                atol: float | None = None) -> list[Finding]:
+    """The divergences that fail `assert_close`: without tolerances, the
+    ones the check judged errors (miscompiles, shape and dtype changes; not
+    precision or random-stream notes); with them, any whose recorded error
+    is beyond both."""
+    out = []
+    for f in findings:
+        if f.kind != "divergence":
+            continue
+        if rtol is None and atol is None:
+            if f.severity == "error":
+                out.append(f)
+        elif (f.detail or {}).get("classification") not in ("aliasing", "random") \
+                and not _judged_close(f, rtol, atol):
+            out.append(f)
+    return out
+
+
+def counts_of(run: Run) -> Counts:
+    findings = run.findings()
+    by_kind = {name: sum(f.count for f in findings if f.kind == kind)
+               for name, kind in COUNTED.items()}
+    graphs = run.graphs()
+    return Counts(graphs=len(graphs), **by_kind,
+                  divergences=len(divergences(findings)),
+                  errors=sum(f.severity == "error" for f in findings),
+                  compile_s=round(sum(g.compile_time_s or 0.0 for g in graphs), 3))
+
+
+def violations(run: Run, limits: Limits) -> list[Violation]:
+    """What a test's run goes over, given the marker's limits."""
+    findings = [f for f in run.findings() if not allowed(f, limits.allow)]
+    out = []
+    for name, kind in COUNTED.items():
+        most = getattr(limits, f"max_{name}")
+        hits = [f for f in findings if f.kind == kind]
+        n = sum(f.count for f in hits)
+        if most is not None and n > most:
+            out.append(Violation(f"{n} {name.replace('_', ' ')} (at most {most})", hits))
+    if limits.max_graphs is not None:
+        n = len(run.graphs())
+        if n > limits.max_graphs:
+            out.append(Violation(f"{n} graphs compiled (at most {limits.max_graphs})"))
+    if limits.compare:
+        bad = divergences(findings, limits.rtol, limits.atol)
+        if bad:
+            out.append(Violation(f"compiled differs from eager at {len(bad)} place(s)", bad))
+    errors = [f for f in findings if f.severity == "error"
+              and f.kind not in ("divergence", "recompile")]   # those two counted above
+    if errors:
+        out.append(Violation(f"{len(errors)} error(s) in compiles", errors))
+    return out
+
+
+# -- the text of a failure ------------------------------------------------------------
+
+def rel(path: str | None) -> str:
+    if not path:
+        return "?"
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _num(x: Any) -> str:
+    return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def _first_line(text: str | None, limit: int = 240) -> str:
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    line = re.split(r"\s{2,}#", line)[0]     # torch's guard text trails the source as a comment
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def divergence_line(d: dict) -> str:
+    """A divergence's node, op, error and float64 verdict in one line."""
+    parts = [f"node {d.get('node')} ({d.get('target')})" if d.get("node") else "",
+             f"{d.get('classification')}",
+             f"max abs {_num(d.get('max_abs'))}, rel {_num(d.get('max_rel'))}"]
+    e, c = d.get("eager_vs_fp64"), d.get("compiled_vs_fp64")
+    if e is not None and c is not None:
+        verdict = ("compiled is further from float64" if c > e
+                   else "eager is further from float64" if e > c else "both as far from float64")
+        parts.append(f"vs float64: eager {_num(e)}, compiled {_num(c)} ({verdict})")
+    return "; ".join(p for p in parts if p)
+
+
+_RUNNER = re.compile(r"[/\\](_pytest|pluggy|xdist|execnet)[/\\]")
+
+
+def finding_text(f: Finding) -> list[str]:
+    """A finding as the failure report shows it: where, the code with a
+    caret, the message, torch's reason in one line, the hint."""
+    times = f" (×{f.count})" if f.count > 1 else ""
+    fn = f" in {f.function}" if f.function else ""
+    out = [f"{f.kind.replace('_', ' ')} at {rel(f.file)}:{f.line}{fn}{times}"]
+    if f.code:
+        out.append(f"  {f.line:>5} | {f.code}")
+        out.append(f"  {'':>5}   {'^' * len(code_part(f.code))}")
+    out.append(f"  {f.message}")
+    if f.kind == "divergence" and f.detail:
+        out.append(f"  {divergence_line(f.detail)}")
+    reason = _first_line(f.reason)
+    if reason and reason not in (f.message or ""):
+        out.append(f"  torch: {reason}")
+    if f.hint:
+        out.append(f"  hint: {_first_line(f.hint, 300)}")
+    # the test runner's frames (pytest calling the test, and what called pytest)
+    # are not the user's: the chain starts at the test function
+    stack = list(f.stack[:-1])
+    runner = [i for i, c in enumerate(stack) if _RUNNER.search(c.file or "")]
+    callers = stack[runner[-1] + 1:][-2:] if runner else stack[-2:]
+    if callers:
+        out.append("  called from " + " <- ".join(
+            f"{rel(c.file)}:{c.line} {c.function}" for c in reversed(callers)))
+    return out
+
+
+def failure_text(head: str, found: Sequence[Violation], run_path: str | None) -> str:
+    lines = [head]
+    shown: set[int] = set()
+    for v in found:
+        lines.append(f"- {v.what}")
+        for f in v.findings:
+            if f.id in shown:
+                continue
+            shown.add(f.id)
+            lines += ["    " + ln for ln in finding_text(f)]
+    if run_path:
+        lines += [f"run saved: {rel(run_path)}",
+                  f"open it:   graphdbg tui {rel(run_path)}"]
+    return "\n".join(lines)
+
+
+# -- the recorder (the `graphdbg` fixture) -----------------------------------------------
+
+class Recorder:
+    """Captures one test's torch.compile activity into a run file.
+
+    The plugin starts it just before the test function runs and stops it
+    just after; the assertions read the run (so far) through the query
+    layer. Each recorded test starts from Dynamo's empty cache
+    (`torch._dynamo.reset()`, as torch's own tests do) so that its graphs,
+    breaks and recompiles are its own, whatever ran before it."""
+
+    def __init__(self, path: str, *, nodeid: str = "", compare: bool = True,
+                 rtol: float | None = None, atol: float | None = None,
+                 compare_first: int = 1) -> None:
+        self.path = path
+        self.nodeid = nodeid
+        self.compare, self.rtol, self.atol = compare, rtol, atol
+        self.compare_first = compare_first
+        self._session = None
+        self.started = False
+
+    # -- lifecycle (the plugin's) ------------------------------------------------------
+    def start(self) -> None:
+        import torch._dynamo
+
+        from .hooks import CaptureSession
+        from .options import CaptureOptions
+        from .runfile import RunWriter
+        from .version import __version__
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        # the program's own eager ops are not recorded: a test asserts on
+        # compiles, and a dispatch mode per op would slow every test down
+        options = CaptureOptions(eager=False, compare=self.compare,
+                                 compare_first=self.compare_first, rtol=self.rtol,
+                                 atol=self.atol)
+        writer = RunWriter(self.path)
+        writer.set_meta(argv=["pytest", self.nodeid], module=False, graphdbg=__version__)
+        torch._dynamo.reset()
+        self._session = CaptureSession(writer, options)
+        self._session.start()
+        self.started = True
+
+    def stop(self, failed: bool = False) -> None:
+        session, self._session = self._session, None
+        if session is None:
+            return
+        session.stop(exit_status=1 if failed else 0, status="failed" if failed else "complete")
+        import torch._dynamo
+        # what was compiled under the recorder stays out of later tests
+        torch._dynamo.reset()
+
+    @property
+    def recording(self) -> bool:
+        return self._session is not None
+
+    def run(self) -> Run:
+        """The run so far (open it in a `with`)."""
+        if self._session is not None:
+            self._session.writer.flush()
+        if not self.started:
+            raise RuntimeError("the graphdbg recorder has not started: it records the test "
+                               "function's body only")
+        return Run(self.path)
+
+    # -- what a test reads ----------------------------------------------------------------
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding so far, errors first."""
+        with self.run() as run:
+            return run.findings()
+
+    def counts(self) -> Counts:
+        """Graphs compiled, graph breaks, recompiles, divergences, errors so far."""
+        with self.run() as run:
+            return counts_of(run)
+
+    # -- assertions ------------------------------------------------------------------------
+    def _fail(self, head: str, found: Sequence[Finding]) -> None:
+        __tracebackhide__ = True
+        exc = AssertionError(failure_text(head, [Violation("", list(found))] if found else [],
+                                          self.path).replace("\n- \n", "\n"))
+        exc.graphdbg_listed = True   # its message lists the findings: no second copy in the report
+        raise exc
+
+    def _of_kind(self, kind: str) -> list[Finding]:
+        return [f for f in self.findings if f.kind == kind]
+
+    def assert_no_graph_breaks(self) -> None:
+        __tracebackhide__ = True
+        found = self._of_kind("graph_break")
+        if found:
+            n = sum(f.count for f in found)
+            self._fail(f"{n} graph break(s) at {len(found)} place(s)", found)
+
+    def assert_max_recompiles(self, n: int) -> None:
+        __tracebackhide__ = True
+        found = self._of_kind("recompile")
+        total = sum(f.count for f in found)
+        if total > n:
+            self._fail(f"{total} recompile(s), at most {n} expected", found)
+
+    def assert_graphs(self, n: int) -> None:
+        """Exactly ``n`` graphs were compiled."""
+        __tracebackhide__ = True
+        with self.run() as run:
+            graphs = run.graphs()
+            breaks = [f for f in run.findings() if f.kind == "graph_break"]
+        if len(graphs) != n:
+            names = ", ".join(f"{g.function or '?'} at {rel(g.file)}:{g.line}" for g in graphs)
+            head = f"{len(graphs)} graph(s) compiled, {n} expected" + (
+                f": {names}" if names else "")
+            self._fail(head, breaks)
+
+    def assert_close(self, rtol: float | None = None, atol: float | None = None) -> None:
+        """Compiled matches eager: no divergence the check judged an error
+        (rtol/atol None), or none whose recorded largest error is beyond
+        these tolerances. They can loosen the check, not tighten it (what the
+        check found within its own tolerances is not recorded): for a tighter
+        check give rtol/atol to the marker, and the check runs with them."""
+        __tracebackhide__ = True
+        if not self.compare:
+            raise RuntimeError("assert_close needs the eager-vs-compiled check: this test "
+                               "records with compare=False")
+        found = divergences(self.findings, rtol, atol)
+        if found:
+            tol = "" if rtol is None and atol is None else f" (rtol={rtol}, atol={atol})"
+            self._fail(f"compiled differs from eager at {len(found)} place(s){tol}", found)
+
+    def assert_no_errors(self) -> None:
+        """No finding of severity error: compile errors, malformed graphs,
+        miscompiles, NaN/Inf only in the compiled run, recompile limits."""
+        __tracebackhide__ = True
+        found = [f for f in self.findings if f.severity == "error"]
+        if found:
+            self._fail(f"{len(found)} error(s)", found)
+
+    def assert_no_nan(self) -> None:
+        __tracebackhide__ = True
+        found = self._of_kind("nan_inf")
+        if found:
+            self._fail(f"NaN/Inf at {len(found)} place(s)", found)
+
+    def expect(self, *, graphs: int | None = None, graph_breaks: int | None = None,
+               recompiles: int | None = None) -> Expect:
+        """A block that must add exactly these counts (None: not checked)."""
+        return Expect(self, {"graphs": graphs, "graph_breaks": graph_breaks,
+                             "recompiles": recompiles})
+
+    def __repr__(self) -> str:
+        state = "recording" if self.recording else "stopped" if self.started else "not started"
+        return f"<graphdbg recorder {state} {rel(self.path)}>"
+
+
+class Expect:
+    """`with graphdbg.expect(graphs=1, recompiles=0): ...` (counts added
+    inside the block, as vLLM's `CompilationCounter.expect`)."""
+
+    def __init__(self, recorder: Recorder, wanted: dict) -> None:
+        self.recorder = recorder
+        self.wanted = {k: v for k, v in wanted.items() if v is not None}
+        self.before: Counts | None = None
+        self._seen: set[int] = set()
+
+    def __enter__(self) -> Expect:  # noqa: PYI034
+        __tracebackhide__ = True
+        self.before = self.recorder.counts()
+        self._seen = {(f.id, f.count) for f in self.recorder.findings}
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        __tracebackhide__ = True
+        if exc_type is not None:
+            return
+        after = self.recorder.counts()
+        got = {k: getattr(after, k) - getattr(self.before, k) for k in self.wanted}
+        wrong = {k: v for k, v in got.items() if v != self.wanted[k]}
+        if wrong:
+            head = "inside the block: " + ", ".join(
+                f"{k.replace('_', ' ')} {got[k]} (expected {self.wanted[k]})" for k in wrong)
+            new = [f for f in self.recorder.findings if (f.id, f.count) not in self._seen
+                   and f.kind in {COUNTED.get(k) for k in wrong} | {"graph_break"}]
+            self.recorder._fail(head, new)

@@ -1,0 +1,447 @@
+"""The pytest plugin, driven by real pytest runs of generated test files
+(`pytester`), on real torch.compile (the `eager` and `aot_eager` backends).
+
+One pytest process runs a passing and a failing test for each marker
+argument and helper (their outcomes and failure texts are read from its
+output); two more cover the options on the command line (under xdist) and
+their ini twins. Inner runs are processes of their own: torch imported in
+an in-process run would outlive the modules pytester forgets between runs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ENV, SAMPLES, markers
+
+# the shared inner run is made once: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("pytest-plugin")
+
+# a small program of the user's: the lines the findings must name are marked
+PROGRAM = '''import torch
+import torch._dynamo
+
+
+def breaks(x):
+    y = x * 2
+    torch._dynamo.graph_break()  # MARK break
+    return y + 1
+
+
+def scaled(x, scale):
+    return x * scale + 1  # MARK scaled
+
+
+class Faulty:
+    """A backend that makes every add subtract: compiled differs from eager."""
+    def __call__(self, gm, example_inputs):
+        for node in gm.graph.nodes:
+            if node.target in (torch.add, __import__("operator").add):
+                node.target = torch.sub
+        gm.recompile()
+        return gm.forward
+
+
+def faulty_fn(x):
+    return torch.relu(x) + 1.0  # MARK faulty
+
+
+def clean(x):
+    return torch.sin(x) * 2
+
+
+def nan_fn(x):
+    return torch.log(x - 10)  # MARK nan
+'''
+
+TESTS = '''import pytest
+import torch
+from program import Faulty, breaks, clean, faulty_fn, nan_fn, scaled
+
+X = torch.ones(4)
+
+# -- the marker ---------------------------------------------------------------------------
+
+@pytest.mark.graphdbg
+def test_marker_clean():
+    assert torch.equal(torch.compile(clean, backend="eager")(X), torch.sin(X) * 2)
+
+@pytest.mark.graphdbg
+def test_marker_break_fails():
+    torch.compile(breaks, backend="eager")(X)
+
+@pytest.mark.graphdbg(max_graph_breaks=1)
+def test_marker_one_break_allowed():
+    torch.compile(breaks, backend="eager")(X)
+
+@pytest.mark.graphdbg(allow=["graph_break"])
+def test_marker_allow_kind():
+    torch.compile(breaks, backend="eager")(X)
+
+@pytest.mark.graphdbg(allow=[r"graph_break\\(\\)|explicit"])
+def test_marker_allow_pattern():
+    torch.compile(breaks, backend="eager")(X)
+
+@pytest.mark.graphdbg
+def test_marker_recompile_fails():
+    f = torch.compile(scaled, backend="eager")
+    f(X, 0.5)
+    f(X, 2.0)
+
+@pytest.mark.graphdbg(max_recompiles=1)
+def test_marker_one_recompile_allowed():
+    f = torch.compile(scaled, backend="eager")
+    f(X, 0.5)
+    f(X, 2.0)
+
+@pytest.mark.graphdbg(max_graphs=1)
+def test_marker_max_graphs_fails():
+    torch.compile(breaks, backend="eager")(X)   # two graphs around the break
+
+@pytest.mark.graphdbg
+def test_marker_divergence_fails():
+    torch.compile(faulty_fn, backend=Faulty())(X)
+
+@pytest.mark.graphdbg(compare=False)
+def test_marker_compare_off():
+    torch.compile(faulty_fn, backend=Faulty())(X)
+
+@pytest.mark.graphdbg(atol=5.0)
+def test_marker_atol_tolerates():
+    torch.compile(faulty_fn, backend=Faulty())(X)   # off by 2.0
+
+@pytest.mark.graphdbg(rtol=0.1)
+def test_marker_rtol_too_tight():
+    torch.compile(faulty_fn, backend=Faulty())(X)
+
+@pytest.mark.graphdbg
+def test_raises_on_its_own():
+    torch.compile(breaks, backend="eager")(X)
+    raise ValueError("the test's own error")
+
+@pytest.mark.graphdbg("positional")
+def test_marker_bad_argument():
+    pass
+
+# -- the fixture ----------------------------------------------------------------------
+
+def test_fixture_no_breaks_passes(graphdbg):
+    torch.compile(clean, backend="eager")(X)
+    graphdbg.assert_no_graph_breaks()
+    graphdbg.assert_graphs(1)
+    graphdbg.assert_close()
+    graphdbg.assert_no_errors()
+    graphdbg.assert_no_nan()
+    graphdbg.assert_max_recompiles(0)
+    c = graphdbg.counts()
+    assert (c.graphs, c.graph_breaks, c.recompiles) == (1, 0, 0)
+
+def test_fixture_no_breaks_fails(graphdbg):
+    torch.compile(breaks, backend="eager")(X)
+    graphdbg.assert_no_graph_breaks()  # MARK helper line
+
+def test_fixture_graphs_fails(graphdbg):
+    torch.compile(breaks, backend="eager")(X)
+    graphdbg.assert_graphs(1)
+
+def test_fixture_recompiles_fails(graphdbg):
+    f = torch.compile(scaled, backend="eager")
+    f(X, 0.5)
+    f(X, 2.0)
+    graphdbg.assert_max_recompiles(0)
+
+def test_fixture_close_fails(graphdbg):
+    torch.compile(faulty_fn, backend=Faulty())(X)
+    graphdbg.assert_close()
+
+def test_fixture_close_with_tolerance_passes(graphdbg):
+    torch.compile(faulty_fn, backend=Faulty())(X)
+    graphdbg.assert_close(atol=5.0)
+
+def test_fixture_close_with_tolerance_fails(graphdbg):
+    torch.compile(faulty_fn, backend=Faulty())(X)
+    graphdbg.assert_close(rtol=1e-3, atol=1e-3)
+
+def test_fixture_errors_fails(graphdbg):
+    torch.compile(faulty_fn, backend=Faulty())(X)
+    graphdbg.assert_no_errors()
+
+def test_fixture_nan_fails(graphdbg):
+    torch.compile(nan_fn, backend="aot_eager")(X)
+    graphdbg.assert_no_nan()
+
+def test_fixture_expect_passes(graphdbg):
+    f = torch.compile(scaled, backend="eager")
+    with graphdbg.expect(graphs=1, graph_breaks=0, recompiles=0):
+        f(X, 0.5)
+    with graphdbg.expect(graphs=0, recompiles=0):
+        f(X, 0.5)       # the same scale: nothing compiled again
+
+def test_fixture_expect_fails(graphdbg):
+    f = torch.compile(scaled, backend="eager")
+    f(X, 0.5)
+    with graphdbg.expect(recompiles=0):  # MARK expect line
+        f(X, 2.0)
+
+def test_fixture_values_unchanged(graphdbg):
+    torch.manual_seed(0)
+    a = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5) * 3, backend="aot_eager")(
+        torch.ones(64))
+    torch.manual_seed(0)
+    b = torch.nn.functional.dropout(torch.ones(64), 0.5) * 3
+    assert torch.equal(a, b)
+
+def test_without_graphdbg_is_not_recorded():
+    torch.compile(breaks, backend="eager")(X)
+'''
+
+
+def _line(text: str, mark: str) -> int:
+    (n,) = [i for i, ln in enumerate(text.splitlines(), 1) if ln.rstrip().endswith(f"# MARK {mark}")]
+    return n
+
+
+def _outcomes(lines: list[str]) -> dict[str, str]:
+    """test name -> PASSED / FAILED / ERROR, from the `-rA` short summary."""
+    out = {}
+    for line in lines:
+        m = re.match(r"(PASSED|FAILED|ERROR) \S+::(\w+)", line)
+        if m:
+            out[m[2]] = m[1]
+    return out
+
+
+def _section(lines: list[str], test: str) -> str:
+    """One test's failure section of pytest's output."""
+    text = "\n".join(lines)
+    m = re.search(rf"_{{3,}} {test} _{{3,}}\n(.*?)(?=\n_{{3,}} |\n={{3,}} |\n-{{3,}} )", text, re.S)
+    assert m, f"no failure section for {test} in:\n{text[-3000:]}"
+    return m[1]
+
+
+ARGS = ("-rA", "-p", "no:cacheprovider", "-p", "no:textual-snapshot")
+
+
+def run_tests(pytester, *select: str, args=()) -> list[str]:
+    """TESTS (and PROGRAM) in a fresh pytester folder: the tests whose names
+    are given, in a pytest process of their own (torch in an in-process
+    inner run would outlive the modules pytester forgets between runs)."""
+    pytester.makepyfile(program=PROGRAM, test_user=TESTS)
+    return pytester.runpytest_subprocess(*ARGS, "-k", " or ".join(select), *args).outlines
+
+
+@pytest.fixture(scope="module")
+def main_run(tmp_path_factory) -> tuple[list[str], Path]:
+    """Every test of TESTS in one pytest process: one torch import serves
+    the marker, fixture and own-error checks below."""
+    folder = tmp_path_factory.mktemp("plugin")
+    (folder / "program.py").write_text(PROGRAM)
+    (folder / "test_user.py").write_text(TESTS)
+    shutil.copy(SAMPLE, folder / SAMPLE.name)
+    proc = subprocess.run([sys.executable, "-m", "pytest", *ARGS], cwd=folder,
+                          capture_output=True, text=True, env=ENV, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # some tests fail
+    return proc.stdout.splitlines(), folder
+
+
+PROGRAM_LINES = {m: _line(PROGRAM, m) for m in ("break", "scaled", "faulty", "nan")}
+SAMPLE = SAMPLES / "pytest_plugin" / "test_model.py"
+
+
+def test_the_sample_fails_as_its_readme_says(main_run):
+    out, folder = main_run
+    got = _outcomes(out)
+    assert {t: got[t] for t in ("test_gate_compiles_in_one_graph",
+                                "test_a_second_scale_does_not_recompile",
+                                "test_compiled_matches_eager")} == {
+        "test_gate_compiles_in_one_graph": "FAILED",
+        "test_a_second_scale_does_not_recompile": "FAILED",
+        "test_compiled_matches_eager": "PASSED"}
+    copy = folder / SAMPLE.name
+    ((_, brk),) = markers(copy, "graph_break")
+    ((_, rec),) = markers(copy, "recompile")
+    assert f"graph break at test_model.py:{brk} in forward" in _section(
+        out, "test_gate_compiles_in_one_graph")
+    text = _section(out, "test_a_second_scale_does_not_recompile")
+    assert f"recompile at test_model.py:{rec} in scale_and_shift" in text
+    assert "inside the block: graphs 1 (expected 0), recompiles 1 (expected 0)" in text
+
+
+def test_the_marker_fails_a_test_that_breaks_and_passes_a_clean_one(main_run):
+    out, folder = main_run
+    got = _outcomes(out)
+    assert {t: got[t] for t in ("test_marker_clean", "test_marker_break_fails",
+                                "test_marker_one_break_allowed", "test_marker_allow_kind",
+                                "test_marker_allow_pattern")} == {
+        "test_marker_clean": "PASSED", "test_marker_break_fails": "FAILED",
+        "test_marker_one_break_allowed": "PASSED", "test_marker_allow_kind": "PASSED",
+        "test_marker_allow_pattern": "PASSED"}
+    text = _section(out, "test_marker_break_fails")
+    # the test's location first, then each finding at the user's line with its code
+    # and a caret, torch's reason in one line, the hint; then the run and the command
+    assert re.search(r"^test_user.py:\d+: test_marker_break_fails went over "
+                     r"@pytest.mark.graphdbg\(\)$", text, re.M), text
+    assert "- 1 graph breaks (at most 0)" in text
+    assert f"graph break at program.py:{PROGRAM_LINES['break']} in breaks" in text
+    assert "torch._dynamo.graph_break()  # MARK break" in text and "^^^^^^^^^^^" in text
+    assert "torch: " in text and "hint: " in text
+    assert "called from test_user.py" in text
+    run = re.search(r"run saved: (\S+\.run)", text)[1]
+    assert f"open it:   graphdbg tui {run}" in text
+    assert (folder / run).exists()                                    # kept: the test failed
+    assert not list((folder / ".graphdbg").glob("*test_marker_clean*"))  # passed: deleted
+    assert "Traceback" not in text and "pytest_plugin.py" not in text
+
+
+def test_the_marker_limits_recompiles_graphs_and_numerics(main_run):
+    out, _ = main_run
+    got = _outcomes(out)
+    want = {"test_marker_recompile_fails": "FAILED", "test_marker_one_recompile_allowed": "PASSED",
+            "test_marker_max_graphs_fails": "FAILED", "test_marker_divergence_fails": "FAILED",
+            "test_marker_compare_off": "PASSED", "test_marker_atol_tolerates": "PASSED",
+            "test_marker_rtol_too_tight": "FAILED"}
+    assert {t: got[t] for t in want} == want
+    text = _section(out, "test_marker_recompile_fails")
+    assert "- 1 recompiles (at most 0)" in text
+    assert f"recompile at program.py:{PROGRAM_LINES['scaled']} in scaled" in text
+    assert "scale changed: was 0.5, now 2.0" in text
+    assert "2 graphs compiled (at most 1)" in _section(out, "test_marker_max_graphs_fails")
+    text = _section(out, "test_marker_divergence_fails")
+    assert "compiled differs from eager at 1 place(s)" in text
+    assert f"divergence at program.py:{PROGRAM_LINES['faulty']} in faulty_fn" in text
+    # the node, its op, the error and the float64 verdict
+    assert re.search(r"node \w+ \(.+\); miscompile; max abs 2, rel [\d.e-]+; vs float64: "
+                     r"eager [\de.-]+, compiled [\de.-]+ \(compiled is further from float64\)",
+                     text), text
+    assert "went over @pytest.mark.graphdbg(rtol=0.1)" in _section(out, "test_marker_rtol_too_tight")
+
+
+def test_a_test_that_raises_keeps_its_own_error_and_a_bad_marker_is_one_line(main_run):
+    out, _ = main_run
+    got = _outcomes(out)
+    assert (got["test_raises_on_its_own"], got["test_marker_bad_argument"]) == ("FAILED", "ERROR")
+    text = _section(out, "test_raises_on_its_own")
+    assert "ValueError: the test's own error" in text
+    assert 'raise ValueError("the test\'s own error")' in text      # its own traceback
+    assert "went over" not in text
+    # what was found is in a section of its report, with the saved run
+    whole = "\n".join(out)
+    assert re.search(r"-+ graphdbg findings -+\ngraph break at program.py", whole)
+    assert re.search(r"open it:   graphdbg tui \S+test_raises_on_its_own.run", whole)
+    # a marker with a positional argument: one line at setup, not our traceback
+    assert "ERROR at setup of test_marker_bad_argument" in whole
+    assert "pytest_plugin.py" not in whole and "graphdbg/testing.py" not in whole
+    assert "@pytest.mark.graphdbg takes keyword arguments only" in whole
+
+
+def test_fixture_helpers_pass_and_fail_at_the_test_line(main_run):
+    out, _ = main_run
+    got = _outcomes(out)
+    want = {
+        "test_fixture_no_breaks_passes": "PASSED", "test_fixture_no_breaks_fails": "FAILED",
+        "test_fixture_graphs_fails": "FAILED", "test_fixture_recompiles_fails": "FAILED",
+        "test_fixture_close_fails": "FAILED", "test_fixture_close_with_tolerance_passes": "PASSED",
+        "test_fixture_close_with_tolerance_fails": "FAILED", "test_fixture_errors_fails": "FAILED",
+        "test_fixture_nan_fails": "FAILED", "test_fixture_expect_passes": "PASSED",
+        "test_fixture_expect_fails": "FAILED", "test_fixture_values_unchanged": "PASSED"}
+    assert {t: got[t] for t in want} == want
+    text = _section(out, "test_fixture_no_breaks_fails")
+    # the traceback ends at the test's line, not in the plugin
+    assert f"test_user.py:{_line(TESTS, 'helper line')}: AssertionError" in text
+    assert "graphdbg/testing.py" not in text and "pytest_plugin.py" not in text
+    assert "1 graph break(s) at 1 place(s)" in text
+    assert f"graph break at program.py:{PROGRAM_LINES['break']}" in text
+    assert "open it:   graphdbg tui" in text
+    assert "2 graph(s) compiled, 1 expected: breaks at program.py" in _section(
+        out, "test_fixture_graphs_fails")
+    assert "1 recompile(s), at most 0 expected" in _section(out, "test_fixture_recompiles_fails")
+    assert "compiled differs from eager at 1 place(s)" in _section(out, "test_fixture_close_fails")
+    assert "(rtol=0.001, atol=0.001)" in _section(out, "test_fixture_close_with_tolerance_fails")
+    assert "1 error(s)" in _section(out, "test_fixture_errors_fails")
+    text = _section(out, "test_fixture_nan_fails")
+    assert f"nan inf at program.py:{PROGRAM_LINES['nan']} in nan_fn" in text
+    text = _section(out, "test_fixture_expect_fails")
+    assert f"test_user.py:{_line(TESTS, 'expect line')}: AssertionError" in text
+    assert "inside the block: recompiles 1 (expected 0)" in text
+    assert "scale changed: was 0.5, now 2.0" in text
+
+
+def test_the_session_summary_and_an_unrecorded_test(main_run):
+    out, folder = main_run
+    whole = "\n".join(out)
+    assert "graphdbg summary" in whole
+    # every test but the unrecorded one and the one whose setup failed on its marker
+    n = len(_outcomes(out)) - 2
+    assert re.search(rf"^{n} test\(s\) recorded: \d+ graphs, \d+ graph breaks, "
+                     r"\d+ recompiles, \d+ divergences, \d+ errors$", whole, re.M), whole[-3000:]
+    assert re.search(r"^test_user.py::test_marker_break_fails\s+2\s+1\s+0\s+0\s+0$", whole, re.M)
+    assert "slowest compiles:" in whole and "run files kept:" in whole
+    # neither fixture nor marker nor --graphdbg: not recorded, though it breaks
+    assert _outcomes(out)["test_without_graphdbg_is_not_recorded"] == "PASSED"
+    assert "test_without_graphdbg_is_not_recorded" not in whole.split("graphdbg summary")[1] \
+        .split("short test summary")[0]
+    assert not list((folder / ".graphdbg").glob("*not_recorded*"))
+
+
+INI = """\
+[pytest]
+graphdbg = true
+graphdbg_dir = from-ini
+graphdbg_keep = true
+graphdbg_compare_first = 0
+"""
+
+
+def test_options_on_the_command_line_under_xdist(pytester):
+    # the command line wins over the ini file; two workers, one run file per
+    # worker and test, and their counts reach the controller's summary
+    pytest.importorskip("xdist")
+    pytester.makeini(INI.replace("graphdbg = true\n", "").replace("graphdbg_keep = true\n", ""))
+    runs = pytester.path / "kept"
+    out = run_tests(pytester, "test_without_graphdbg_is_not_recorded", "test_marker_clean",
+                    "test_marker_divergence_fails", "test_fixture_graphs_fails",
+                    args=("-n", "2", "--graphdbg", "--graphdbg-dir", str(runs),
+                          "--graphdbg-keep", "--graphdbg-compare-first", "1"))
+    assert _outcomes(out) == {"test_without_graphdbg_is_not_recorded": "PASSED",
+                              "test_marker_clean": "PASSED",
+                              "test_marker_divergence_fails": "FAILED",    # compared: 1 wins
+                              "test_fixture_graphs_fails": "FAILED"}
+    names = sorted(p.name for p in runs.glob("*.run"))
+    assert [re.sub(r"\.gw[01]\.run$", "", n) for n in names] == [
+        "test_user.py__test_fixture_graphs_fails", "test_user.py__test_marker_clean",
+        "test_user.py__test_marker_divergence_fails",
+        "test_user.py__test_without_graphdbg_is_not_recorded"], names
+    assert not (pytester.path / "from-ini").exists()
+    whole = "\n".join(out)
+    assert "4 test(s) recorded: " in whole and "run files kept: 4" in whole
+    assert re.search(r"test_user.py::test_without_graphdbg_is_not_recorded\s+2\s+1\s+0", whole)
+    assert "went over @pytest.mark.graphdbg()" in whole
+
+
+def test_ini_twins_of_every_option(pytester):
+    pytester.makeini(INI)
+    out = run_tests(pytester, "test_without_graphdbg_is_not_recorded",
+                    "test_marker_divergence_fails")
+    # compare_first = 0: no check, so the faulty backend's test passes
+    assert _outcomes(out) == {"test_without_graphdbg_is_not_recorded": "PASSED",
+                              "test_marker_divergence_fails": "PASSED"}
+    assert len(list((pytester.path / "from-ini").glob("*.run"))) == 2   # kept, recorded
+    assert "2 test(s) recorded" in "\n".join(out)
+
+
+def test_plugin_loads_without_torch_or_textual(pytester):
+    pytester.makepyfile(test_light="""
+        import sys
+
+        def test_light():
+            assert "graphdbg.pytest_plugin" in sys.modules
+            bad = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "textual"))
+            assert bad == []
+        """)
+    # (pytest-textual-snapshot, installed beside it here, imports textual itself)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot")
+    r.assert_outcomes(passed=1)
