@@ -75,7 +75,9 @@ def _run_dir(config: pytest.Config) -> str:
 def _run_path(item: pytest.Item) -> str:
     # one file per worker and test: the node id made a file name
     name = re.sub(r"[^\w.\[\]-]+", "_", item.nodeid.replace("::", "__")).strip("_")[:180]
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # this session's own xdist worker id (not an environment variable a
+    # pytest run inside a worker would inherit)
+    worker = getattr(item.config, "workerinput", {}).get("workerid")
     return os.path.join(_run_dir(item.config), f"{name}{'.' + worker if worker else ''}.run")
 
 

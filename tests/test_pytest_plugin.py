@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import ENV, SAMPLES, markers
 
-# the shared inner run is made once: its tests stay on one xdist worker
-pytestmark = pytest.mark.xdist_group("pytest-plugin")
+# the tests that read the shared inner run stay on one xdist worker (it is made once)
+shared_run = pytest.mark.xdist_group("pytest-plugin")
 
 # a small program of the user's: the lines the findings must name are marked
 PROGRAM = '''import torch
@@ -86,6 +86,14 @@ def test_marker_allow_kind():
 def test_marker_allow_pattern():
     torch.compile(breaks, backend="eager")(X)
 
+@pytest.mark.graphdbg(allow=["recompile"])
+def test_marker_allow_other_kind_fails():
+    torch.compile(breaks, backend="eager")(X)
+
+@pytest.mark.graphdbg(max_graphs=2, max_graph_breaks=None)
+def test_marker_max_graphs_passes():
+    torch.compile(breaks, backend="eager")(X)
+
 @pytest.mark.graphdbg
 def test_marker_recompile_fails():
     f = torch.compile(scaled, backend="eager")
@@ -113,6 +121,10 @@ def test_marker_compare_off():
 @pytest.mark.graphdbg(atol=5.0)
 def test_marker_atol_tolerates():
     torch.compile(faulty_fn, backend=Faulty())(X)   # off by 2.0
+
+@pytest.mark.graphdbg(rtol=5.0)
+def test_marker_rtol_tolerates():
+    torch.compile(faulty_fn, backend=Faulty())(X)   # 0 where eager says 2
 
 @pytest.mark.graphdbg(rtol=0.1)
 def test_marker_rtol_too_tight():
@@ -252,6 +264,7 @@ PROGRAM_LINES = {m: _line(PROGRAM, m) for m in ("break", "scaled", "faulty", "na
 SAMPLE = SAMPLES / "pytest_plugin" / "test_model.py"
 
 
+@shared_run
 def test_the_sample_fails_as_its_readme_says(main_run):
     out, folder = main_run
     got = _outcomes(out)
@@ -271,15 +284,14 @@ def test_the_sample_fails_as_its_readme_says(main_run):
     assert "inside the block: graphs 1 (expected 0), recompiles 1 (expected 0)" in text
 
 
+@shared_run
 def test_the_marker_fails_a_test_that_breaks_and_passes_a_clean_one(main_run):
     out, folder = main_run
     got = _outcomes(out)
-    assert {t: got[t] for t in ("test_marker_clean", "test_marker_break_fails",
-                                "test_marker_one_break_allowed", "test_marker_allow_kind",
-                                "test_marker_allow_pattern")} == {
-        "test_marker_clean": "PASSED", "test_marker_break_fails": "FAILED",
-        "test_marker_one_break_allowed": "PASSED", "test_marker_allow_kind": "PASSED",
-        "test_marker_allow_pattern": "PASSED"}
+    want = {"test_marker_clean": "PASSED", "test_marker_break_fails": "FAILED",
+            "test_marker_one_break_allowed": "PASSED", "test_marker_allow_kind": "PASSED",
+            "test_marker_allow_pattern": "PASSED", "test_marker_allow_other_kind_fails": "FAILED"}
+    assert {t: got[t] for t in want} == want
     text = _section(out, "test_marker_break_fails")
     # the test's location first, then each finding at the user's line with its code
     # and a caret, torch's reason in one line, the hint; then the run and the command
@@ -297,13 +309,15 @@ def test_the_marker_fails_a_test_that_breaks_and_passes_a_clean_one(main_run):
     assert "Traceback" not in text and "pytest_plugin.py" not in text
 
 
+@shared_run
 def test_the_marker_limits_recompiles_graphs_and_numerics(main_run):
     out, _ = main_run
     got = _outcomes(out)
     want = {"test_marker_recompile_fails": "FAILED", "test_marker_one_recompile_allowed": "PASSED",
             "test_marker_max_graphs_fails": "FAILED", "test_marker_divergence_fails": "FAILED",
             "test_marker_compare_off": "PASSED", "test_marker_atol_tolerates": "PASSED",
-            "test_marker_rtol_too_tight": "FAILED"}
+            "test_marker_rtol_tolerates": "PASSED", "test_marker_rtol_too_tight": "FAILED",
+            "test_marker_max_graphs_passes": "PASSED"}
     assert {t: got[t] for t in want} == want
     text = _section(out, "test_marker_recompile_fails")
     assert "- 1 recompiles (at most 0)" in text
@@ -320,6 +334,7 @@ def test_the_marker_limits_recompiles_graphs_and_numerics(main_run):
     assert "went over @pytest.mark.graphdbg(rtol=0.1)" in _section(out, "test_marker_rtol_too_tight")
 
 
+@shared_run
 def test_a_test_that_raises_keeps_its_own_error_and_a_bad_marker_is_one_line(main_run):
     out, _ = main_run
     got = _outcomes(out)
@@ -338,6 +353,7 @@ def test_a_test_that_raises_keeps_its_own_error_and_a_bad_marker_is_one_line(mai
     assert "@pytest.mark.graphdbg takes keyword arguments only" in whole
 
 
+@shared_run
 def test_fixture_helpers_pass_and_fail_at_the_test_line(main_run):
     out, _ = main_run
     got = _outcomes(out)
@@ -370,6 +386,7 @@ def test_fixture_helpers_pass_and_fail_at_the_test_line(main_run):
     assert "scale changed: was 0.5, now 2.0" in text
 
 
+@shared_run
 def test_the_session_summary_and_an_unrecorded_test(main_run):
     out, folder = main_run
     whole = "\n".join(out)
