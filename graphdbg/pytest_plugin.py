@@ -158,7 +158,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def _judge(item: pytest.Item, call: pytest.CallInfo, rec, report: pytest.TestReport) -> None:
-    from .testing import counts_of, failure_text, finding_text, rel, violations
+    from .format import short
+    from .testing import counts_of, failure_text, finding_text, violations
     limits = item.stash.get(_LIMITS, None)
     with rec.run() as run:
         counts = counts_of(run)
@@ -178,7 +179,7 @@ def _judge(item: pytest.Item, call: pytest.CallInfo, rec, report: pytest.TestRep
         # traceback; what was found goes into a section of its report
         lines = [ln for f in findings for ln in finding_text(f)]
         if report.failed:
-            lines += [f"run saved: {rel(rec.path)}", f"open it:   graphdbg tui {rel(rec.path)}"]
+            lines += [f"run saved: {short(rec.path)}", f"open it:   graphdbg tui {short(rec.path)}"]
         report.sections.append(("graphdbg findings", "\n".join(lines)))
     report.user_properties.append((PROPERTY, json.dumps(
         {**counts.as_dict(), "run": rec.path if kept else None})))

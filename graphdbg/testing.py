@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .format import code_part
+from .format import code_part, short
 from .query import Finding, Run
 
 # what the marker and the session summary count; each is the sum of its
@@ -168,16 +168,6 @@ def violations(run: Run, limits: Limits) -> list[Violation]:
 
 # -- the text of a failure ------------------------------------------------------------
 
-def rel(path: str | None) -> str:
-    if not path:
-        return "?"
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
 def _num(x: Any) -> str:
     return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
 
@@ -209,7 +199,7 @@ def finding_text(f: Finding) -> list[str]:
     caret, the message, torch's reason in one line, the hint."""
     times = f" (×{f.count})" if f.count > 1 else ""
     fn = f" in {f.function}" if f.function else ""
-    out = [f"{f.kind.replace('_', ' ')} at {rel(f.file)}:{f.line}{fn}{times}"]
+    out = [f"{f.kind.replace('_', ' ')} at {short(f.file)}:{f.line}{fn}{times}"]
     if f.code:
         out.append(f"  {f.line:>5} | {f.code}")
         out.append(f"  {'':>5}   {'^' * len(code_part(f.code))}")
@@ -228,7 +218,7 @@ def finding_text(f: Finding) -> list[str]:
     callers = stack[runner[-1] + 1:][-2:] if runner else stack[-2:]
     if callers:
         out.append("  called from " + " <- ".join(
-            f"{rel(c.file)}:{c.line} {c.function}" for c in reversed(callers)))
+            f"{short(c.file)}:{c.line} {c.function}" for c in reversed(callers)))
     return out
 
 
@@ -243,8 +233,8 @@ def failure_text(head: str, found: Sequence[Violation], run_path: str | None) ->
             shown.add(f.id)
             lines += ["    " + ln for ln in finding_text(f)]
     if run_path:
-        lines += [f"run saved: {rel(run_path)}",
-                  f"open it:   graphdbg tui {rel(run_path)}"]
+        lines += [f"run saved: {short(run_path)}",
+                  f"open it:   graphdbg tui {short(run_path)}"]
     return "\n".join(lines)
 
 
@@ -356,7 +346,7 @@ class Recorder:
             graphs = run.graphs()
             breaks = [f for f in run.findings() if f.kind == "graph_break"]
         if len(graphs) != n:
-            names = ", ".join(f"{g.function or '?'} at {rel(g.file)}:{g.line}" for g in graphs)
+            names = ", ".join(f"{g.function or '?'} at {short(g.file)}:{g.line}" for g in graphs)
             head = f"{len(graphs)} graph(s) compiled, {n} expected" + (
                 f": {names}" if names else "")
             self._fail(head, breaks)
@@ -398,7 +388,7 @@ class Recorder:
 
     def __repr__(self) -> str:
         state = "recording" if self.recording else "stopped" if self.started else "not started"
-        return f"<graphdbg recorder {state} {rel(self.path)}>"
+        return f"<graphdbg recorder {state} {short(self.path)}>"
 
 
 class Expect:
