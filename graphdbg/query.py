@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Collection, Iterable, Iterator
 
 from .errors import GraphdbgError
-from .schema import FORMAT, SCHEMA_VERSION
+from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
 _CHUNK = 500  # ids per `IN (...)`: well under SQLite's variable limit
@@ -187,6 +187,26 @@ class NodeValue:
 
 
 NODE_VALUE_DIFFERING = ("differs", "first divergent")
+
+
+@dataclass(frozen=True, slots=True)
+class CompileTime:
+    """Where one compile's time went (from torch's compilation metrics).
+    `recompile`: not the first compile of its code (frame_compile_id > 0)."""
+    compile_id: str
+    graph_ids: tuple[int, ...]
+    function: str | None
+    file: str | None
+    line: int | None
+    total_s: float
+    phases: dict          # phase -> seconds, in COMPILE_PHASES order; they add up to total_s
+    fx_cache: dict        # {"hits": n, "misses": n}: inductor's FX graph cache
+    aot_cache: dict       # the same for AOT autograd's cache
+    failed: bool
+
+    @property
+    def recompile(self) -> bool:
+        return not self.compile_id.endswith("/0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,6 +543,25 @@ class Run:
     def graph(self, graph_id: int) -> Graph | None:
         rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
         return self._graph(rows[0]) if rows else None
+
+    def compile_times(self) -> list[CompileTime]:
+        """Every compile's time by phase, in the order they happened (empty
+        for runs recorded before graphdbg kept it)."""
+        graphs: dict[str, list] = {}
+        for g in self.graphs():
+            graphs.setdefault(g.compile_id, []).append(g)
+        out = []
+        for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
+                                  "ORDER BY seq", ("graphdbg_compile_time",)):
+            p = (_loads(md) or {}).get("graphdbg_compile_time") or {}
+            gs = graphs.get(cid, [])
+            first = gs[0] if gs else None
+            out.append(CompileTime(
+                cid or "?", tuple(g.id for g in gs), first.function if first else None,
+                first.file if first else None, first.line if first else None,
+                float(p.get("total") or 0.0), {k: float(p.get(k) or 0.0) for k in COMPILE_PHASES},
+                p.get("fx_cache") or {}, p.get("aot_cache") or {}, bool(p.get("failed"))))
+        return out
 
     def graph_code(self, graph_id: int) -> str | None:
         """The Python code of a graph as Dynamo captured it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 import os
 import sys
 
@@ -97,7 +98,19 @@ def _document(run: Run, with_nodes: bool) -> dict:
                   "eager_ns": n.eager_ns, "module_path": n.module_path, **_where(n)}
                  for n in run.hot_nodes(20)]
     return {"schema": JSON_SCHEMA, "run": info, "graphs": graphs,
-            "diagnostics": diagnostics, "eager": eager, "hot_nodes": hot_nodes}
+            "diagnostics": diagnostics, "eager": eager, "hot_nodes": hot_nodes,
+            "compile_times": _compile_times(run, diagnostics)}
+
+
+def _compile_times(run: Run, diagnostics: list[dict]) -> list[dict]:
+    """Each compile's time by phase; a recompile names the finding that says why."""
+    why = {cid: d["id"] for d in diagnostics if d["kind"] == "recompile"
+           for cid in d["compile_ids"]}
+    return [{"compile_id": c.compile_id, "graphs": list(c.graph_ids), "function": c.function,
+             "file": c.file, "line": c.line, "total_s": c.total_s, "phases": c.phases,
+             "fx_cache": c.fx_cache, "aot_cache": c.aot_cache, "failed": c.failed,
+             "recompile": c.recompile, "recompile_finding": why.get(c.compile_id)}
+            for c in run.compile_times()]
 
 
 # -- rich rendering ------------------------------------------------------------------
@@ -200,6 +213,8 @@ def render(doc: dict, console) -> None:
         out.append(Rule(f"Graphs ({len(doc['graphs'])})", align="left"))
         out.append(t)
 
+    out += _compile_time_section(doc)
+
     hot = doc.get("hot_nodes", [])[:8]
     if hot:
         out.append(NewLine())
@@ -231,6 +246,58 @@ def render(doc: dict, console) -> None:
         out.append(f"[dim]graphdbg internal errors (recording continued): "
                       f"{len(run['internal_errors'])}; see `graphdbg report --json`[/]")
     console.print(Group(*out))
+
+
+PHASE_LABELS = {"dynamo": "Dynamo", "graphdbg": "graphdbg", "backend": "backend", "aot": "AOT",
+                "cache": "cache load", "lowering": "lowering", "codegen": "codegen",
+                "cpp": "C++ compile"}
+
+
+def _compile_time_section(doc: dict) -> list:
+    """Where compile time went, per compile (the phases that took any time),
+    and the functions compiled more than once with the reason."""
+    from rich.console import NewLine
+    from rich.markup import escape
+    from rich.rule import Rule
+    from rich.table import Table
+    times = doc.get("compile_times") or []
+    if not times:
+        return []
+    shown = [p for p in PHASE_LABELS if any(c["phases"].get(p, 0) >= 0.0005 for c in times)]
+    total = sum(c["total_s"] for c in times)
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("compile", "function", "where", "total", *(PHASE_LABELS[p] for p in shown),
+                "FX cache"):
+        t.add_column(col, justify="left" if col in ("compile", "function", "where", "FX cache")
+                     else "right")
+    for c in sorted(times, key=lambda c: -c["total_s"])[:10]:
+        fx = c["fx_cache"] or {}
+        cache = ("hit" if fx.get("hits") and not fx.get("misses") else
+                 "miss" if fx.get("misses") else "-")
+        t.add_row(c["compile_id"] + (" [red]failed[/]" if c["failed"] else ""),
+                  escape(c["function"] or "?"),
+                  escape(f"{brief(c['file'])}:{c['line']}" if c["file"] else "-"),
+                  f"{c['total_s']:.2f} s", *(_secs(c["phases"].get(p, 0.0)) for p in shown), cache)
+    out: list = [NewLine(), Rule(f"Compile time ({total:.1f} s in {len(times)} compile"
+                      f"{'s' if len(times) != 1 else ''})", align="left"), t]
+    by_code: dict[tuple, list] = {}
+    for c in times:
+        by_code.setdefault((c["function"], c["file"], c["line"]), []).append(c)
+    # "recompile of f() at x.py:3: scale changed ..." -> "scale changed ..."
+    reasons = {d["id"]: re.sub(r"^recompile of .*? at \S+:\d+: ", "", d["message"])
+               for d in doc["diagnostics"] if d["kind"] == "recompile"}
+    for (fn, file, line), cs in by_code.items():
+        if len(cs) > 1 and fn:
+            why = sorted({reasons[c["recompile_finding"]] for c in cs
+                          if c.get("recompile_finding") in reasons})
+            out.append(f"[yellow]{escape(fn)}[/] at {escape(f'{brief(file)}:{line}')} compiled "
+                       f"{len(cs)} times ({sum(c['total_s'] for c in cs):.2f} s)"
+                       + (f": {escape('; '.join(why))}" if why else ""))
+    return out
+
+
+def _secs(x: float) -> str:
+    return "-" if x < 0.0005 else f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
 
 
 def _divergence_line(d: dict) -> str:

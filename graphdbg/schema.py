@@ -5,3 +5,8 @@ reads up to. Its own module, so that the reader need not import the writer."""
 
 FORMAT = "graphdbg-run"
 SCHEMA_VERSION = 2  # 2: node_values
+
+# The phases of a compile, in order, as the `graphdbg_compile_time` events
+# hold them (hooks/trace.py `compile_phases` says what each is); they add up
+# to the compile's total.
+COMPILE_PHASES = ("dynamo", "graphdbg", "backend", "aot", "cache", "lowering", "codegen", "cpp")

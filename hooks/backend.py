@@ -183,8 +183,9 @@ class BackendRecorder:
         try:
             compiled = orig(wrapper, gm, example_inputs, **kwargs)
         except BaseException as exc:
+            graph.backend_time_s = time.perf_counter() - t0
             ctx.writer.put_graph(graph_id, status="compile_error",
-                                 backend_time_s=time.perf_counter() - t0,
+                                 backend_time_s=graph.backend_time_s,
                                  error=f"{type(exc).__name__}: {exc}"[:20000])
             if isinstance(exc, Exception):
                 try:
@@ -196,7 +197,8 @@ class BackendRecorder:
                 except Exception as inner:
                     ctx.internal_error("compile-error mapper", inner)
             raise
-        ctx.writer.put_graph(graph_id, status="compiled", backend_time_s=time.perf_counter() - t0)
+        graph.backend_time_s = time.perf_counter() - t0
+        ctx.writer.put_graph(graph_id, status="compiled", backend_time_s=graph.backend_time_s)
         if _fingerprint(gm) != fingerprint and any(creation.created_at(n) for n in gm.graph.nodes):
             # the user's own pass rewrote the graph and the backend took it
             self._lint(graph_id, gm, example_inputs, "after backend passes")

@@ -43,6 +43,7 @@ class GraphInfo:
     code_name: str | None = None
     code_file: str | None = None
     code_line: int | None = None
+    backend_time_s: float | None = None  # the backend's own compile, without graphdbg's recording
 
 
 class _EagerPause:

@@ -23,6 +23,7 @@ from typing import Any
 import torch._logging._internal as torch_logging
 
 from graphdbg.runfile import dumps
+from graphdbg.schema import COMPILE_PHASES
 from graphdbg.sourcemap import Frame, is_internal, original_function, parse_traceback, user_frames
 
 from .context import CaptureContext
@@ -38,6 +39,7 @@ _KEEP = {"dynamo_start", "compilation_metrics", "dynamo_output_graph",
          "artifact:dynamo_graph_break_reason", "artifact:recompile_reasons",
          "artifact:fx_graph_cache_hit", "artifact:fx_graph_cache_miss"}
 _MAX_PAYLOAD = 512 * 1024
+_TIMED_EVENT = '"compile_file"'  # the chromium events read (others are not parsed)
 _EVAL_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
 _GB_ID = re.compile(r"/gb/(gb\d+)\.html")
 
@@ -105,6 +107,8 @@ class TraceHandler(logging.Handler):
         self.ctx = ctx
         self.findings = findings
         self._strings: dict[int, str] = {}
+        self._open: dict[tuple, float] = {}     # (compile id, thread) -> start of a C++ compile
+        self._cpp_s: dict[str, float] = {}      # compile id -> seconds in C++ compiles
 
     def emit(self, record: logging.LogRecord) -> None:
         ctx = self.ctx
@@ -142,6 +146,22 @@ class TraceHandler(logging.Handler):
             self._recompile(payload, cid)
         elif key == "compilation_metrics":
             self._metrics(md["compilation_metrics"], cid)
+        elif key == "chromium_event" and payload and cid and _TIMED_EVENT in payload:
+            self._timed(payload, cid)
+
+    def _timed(self, payload: str, cid: str) -> None:
+        """torch's timing events of a compile: the C++ compiles (inductor's
+        `compile_file`) are summed per compile id for the breakdown."""
+        e = json.loads(payload)
+        if e.get("name") != "compile_file":
+            return
+        key = (cid, e.get("tid"))
+        if e.get("ph") == "B":
+            self._open[key] = e.get("ts", 0.0)
+        elif e.get("ph") == "E" and key in self._open:
+            self._cpp_s[cid] = self._cpp_s.get(cid, 0.0) + (e.get("ts", 0.0) - self._open.pop(key)) / 1e6
+        elif e.get("ph") == "X":
+            self._cpp_s[cid] = self._cpp_s.get(cid, 0.0) + e.get("dur", 0.0) / 1e6
 
     def _progress_start(self, stack: list, cid: str | None) -> None:
         progress = self.ctx.progress
@@ -219,6 +239,12 @@ class TraceHandler(logging.Handler):
                 w.put_graph(g.id, code_name=g.code_name, code_file=g.code_file,
                             code_line=g.code_line, user_frame=frame_id)
             w.put_graph(g.id, compile_time_s=m.get("entire_frame_compile_time_s"))
+        if m.get("entire_frame_compile_time_s") is not None:
+            ours = [g.backend_time_s for g in ctx.graphs_for_compile(cid)
+                    if g.backend_time_s is not None]
+            phases = compile_phases(m, self._cpp_s.pop(cid, 0.0), sum(ours) if ours else None)
+            w.add("events", (ctx.next_seq(), ctx.now(), "graphdbg_compile_time", cid,
+                             dumps({"graphdbg_compile_time": phases}), None))
         ctx.count("frame_compiles")
         ctx.progress.end()
         if m.get("fail_type"):
@@ -227,6 +253,59 @@ class TraceHandler(logging.Handler):
             if self.findings.recompile_limit_raised(exc):
                 return  # the recompile-limit finding already says it, at the guard's line
             self.findings.compile_failure(m, cid, exc)
+
+
+def compile_phases(m: dict, cpp_s: float, backend_own_s: float | None) -> dict:
+    """One compile's time by phase, from torch's nested timers (compilation
+    metrics: entire frame > backend > inductor > code generation) and the
+    C++ compiles inside code generation; each phase is the difference of two
+    nested totals, so they add up to the whole:
+
+    dynamo    tracing bytecode, building guards (entire frame - backend)
+    graphdbg  graphdbg's recording around the backend (backend - the backend's own call)
+    backend   a backend without inductor (aot_eager, eager, a custom one)
+    aot       AOT autograd, joint-graph passes (backend - inductor)
+    cache     a compile served from inductor's FX graph cache or AOT autograd's
+              cache (loading it)
+    lowering  inductor's passes and lowering (inductor - code generation)
+    codegen   code generation, without the C++ compiles
+    cpp       C++ compiles (inductor's `compile_file`)
+    """
+    def s(key):
+        v = m.get(key)
+        return float(v) if isinstance(v, (int, float)) else None
+    total = s("entire_frame_compile_time_s") or 0.0
+    backend = min(s("backend_compile_time_s") or 0.0, total)
+    own = min(backend_own_s, backend) if backend_own_s is not None else backend
+    inductor, codegen = s("inductor_compile_time_s"), s("code_gen_time_s")
+    out = dict.fromkeys(COMPILE_PHASES, 0.0)
+    out["dynamo"] = total - backend
+    out["graphdbg"] = backend - own
+    fx_cache = {"hits": int(m.get("inductor_fx_local_cache_hit_count") or 0)
+                + int(m.get("inductor_fx_remote_cache_hit_count") or 0),
+                "misses": int(m.get("inductor_fx_local_cache_miss_count") or 0)
+                + int(m.get("inductor_fx_remote_cache_miss_count") or 0)}
+    aot_cache = {"hits": int(m.get("aotautograd_local_cache_hit_count") or 0)
+                 + int(m.get("aotautograd_remote_cache_hit_count") or 0),
+                 "misses": int(m.get("aotautograd_local_cache_miss_count") or 0)
+                 + int(m.get("aotautograd_remote_cache_miss_count") or 0)}
+    if inductor is None:
+        # AOT autograd's cache can serve the whole compiled graph: a load, not a compile
+        out["cache" if aot_cache["hits"] and not aot_cache["misses"] else "backend"] = own
+    else:
+        inductor = min(inductor, own)
+        codegen = min(codegen or 0.0, inductor)
+        cpp = min(cpp_s, codegen)
+        out.update(aot=own - inductor, codegen=codegen - cpp, cpp=cpp)
+        # a cache hit skips lowering: what inductor spent was loading the cached graph
+        out["cache" if fx_cache["hits"] and not fx_cache["misses"] else "lowering"] = \
+            inductor - codegen
+    out = {k: round(v, 6) for k, v in out.items()}
+    out["total"] = round(total, 6)
+    out["fx_cache"] = fx_cache
+    out["aot_cache"] = aot_cache
+    out["failed"] = bool(m.get("fail_type"))
+    return out
 
 
 class RecompileLimitHandler(logging.Handler):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import pytest
 import torch
@@ -253,3 +254,33 @@ def test_a_callable_object_backend_is_named_by_its_class(tmp_path):
         torch.compile(sin_cos, backend=PassThroughBackend())(torch.randn(4))
     (g,) = report_doc(run)["graphs"]
     assert g["backend"] == "PassThroughBackend"
+
+
+def scaled_tanh(x):
+    return torch.tanh(x @ x.T) * 2  # MARK scaled tanh
+
+
+@in_process
+def test_compile_time_by_phase_adds_up_to_what_the_program_waited(tmp_path):
+    # aot_eager: the breakdown's total is torch's own timer of the compile; the
+    # program's first call (compile and one tiny run) waits at least that long
+    with graphdbg.capture(str(tmp_path / "x.run"), eager=False, compare=False):
+        f = torch.compile(scaled_tanh, backend="aot_eager")
+        t0 = time.perf_counter()
+        f(torch.ones(4, 4))
+        waited = time.perf_counter() - t0
+        f(torch.ones(4, 4))           # a cached call compiles nothing
+    with graphdbg.open_run(str(tmp_path / "x.run")) as run:
+        (c,) = run.compile_times()
+        (g,) = run.graphs()
+    assert (c.compile_id, c.graph_ids, c.function) == ("0/0", (g.id,), "scaled_tanh")
+    assert (c.file, c.line) == (HERE, line_of(HERE, "scaled tanh") - 1)
+    assert c.total_s == pytest.approx(g.compile_time_s)
+    assert sum(c.phases.values()) == pytest.approx(c.total_s, rel=0.05)
+    assert c.total_s <= waited and c.total_s >= 0.5 * waited
+    p = c.phases
+    assert p["dynamo"] > 0 and p["backend"] > 0 and p["graphdbg"] > 0
+    assert p["lowering"] == p["codegen"] == p["cpp"] == 0   # no inductor
+    assert not c.recompile and not c.failed
+    doc = report_doc(tmp_path / "x.run")
+    assert doc["compile_times"][0]["phases"] == p

@@ -37,8 +37,21 @@ def test_mlp_under_inductor(runs):
                                for n in linears)
     assert_same_outputs(base, r)
     # the graphs table: graph 1, compiled from forward in mlp_clean.py, by inductor
-    assert re.search(r"^\s+1\s+0/0\s+forward\s+mlp_clean\.py:\d+\s+inductor\s",
-                     report_text(r.run), re.M)
+    text = report_text(r.run)
+    assert re.search(r"^\s+1\s+0/0\s+forward\s+mlp_clean\.py:\d+\s+inductor\s", text, re.M)
+
+    # where the compile time went: the phases add up to the compile's total
+    (c,) = doc["compile_times"]
+    assert c["graphs"] == [1] and c["function"] == "forward" and c["file"] == str(sample)
+    assert c["total_s"] == pytest.approx(doc["graphs"][0]["compile_time_s"])
+    assert sum(c["phases"].values()) == pytest.approx(c["total_s"], rel=0.05)
+    p = c["phases"]
+    assert p["dynamo"] > 0 and p["graphdbg"] > 0 and p["backend"] == 0
+    if c["fx_cache"]["misses"]:     # a cold cache (CI): inductor lowered, generated, compiled C++
+        assert p["lowering"] > 0 and p["codegen"] > 0 and p["cpp"] > 0
+    else:                           # served from a cache this machine keeps
+        assert p["cache"] > 0 and p["cpp"] == 0
+    assert re.search(r"^Compile time \([\d.]+ s in 1 compile\)", text, re.M)
 
 
 @group("train_loop-inductor")

@@ -3,6 +3,8 @@ run written with RunWriter (tests/tui_sample.py) and on a real sample run."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import group
 from graphdbg.tui import model as m
@@ -279,9 +281,13 @@ def test_model_on_a_real_divergence_run(runs):
         assert any(ln.style == "current" for ln in lines)
         assert any("max abs" in ln.text for ln in lines)
         g = run.graphs()[0]
-        pager = m.NodePager(run, g.id, page_size=5)
-        pager.extend(pager.fetch())
+        pager = m.NodePager(run, g.id, page_size=5, compile_id=g.compile_id)
+        page = pager.fetch()
+        pager.extend(page)
         assert len(pager.rows) == min(5, pager.total) and pager.total == run.node_count(g.id)
+        # the graph's compile time by phase, above its nodes
+        assert re.match(rf"compile {g.compile_id}: [\d.]+ m?s = Dynamo [\d.]+ m?s · graphdbg "
+                        r"[\d.]+ m?s · backend [\d.]+ m?s$", page.compile_text), page.compile_text
         src = m.SourceModel(run, p.findings)
         assert div.file in src.choose_files()
         rows = src.load(div.file, div.line)

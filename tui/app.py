@@ -368,13 +368,14 @@ class NodesScreen(FindMixin, Screen):
     def __init__(self, run: Run, graph: Graph, page_size: int = 100) -> None:
         super().__init__()
         self.run, self.graph = run, graph
-        self.pager = m.NodePager(run, graph.id, page_size)
+        self.pager = m.NodePager(run, graph.id, page_size, compile_id=graph.compile_id)
         self._fetching = False
 
     def compose(self) -> ComposeResult:
         g = self.graph
         yield Heading(f"graph {g.id} {g.function or '?'} at {m.where(g.file, g.line)} "
                       f"({g.backend}, compile {g.compile_id})", id="nodes-graph")
+        yield Static("", id="nodes-compile", markup=False)
         yield Static(self.pager.title(), id="nodes-title", markup=False)
         yield NodesTable(id="nodes-table")
         yield FindBar(placeholder="find nodes (name, op, target, module, shape, line)", id="find")
@@ -412,6 +413,10 @@ class NodesScreen(FindMixin, Screen):
         self._fetching = False
         columns = self.pager.columns
         added = self.pager.extend(msg.page)
+        if msg.page.compile_text:
+            line = self.query_one("#nodes-compile", Static)
+            line.update(msg.page.compile_text)
+            line.display = True
         table = self.query_one(FindTable)
         if self.pager.columns is not columns:      # the first page brought values
             self.set_columns()

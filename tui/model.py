@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..format import brief, code_part, ms, short
-from ..query import SEVERITIES, Finding, Graph, Node, NodeValue, Run, SourceLine
+from ..query import SEVERITIES, CompileTime, Finding, Graph, Node, NodeValue, Run, SourceLine
 from .diff_model import num, stats_text
 
 VIEWS = ("problems", "graphs", "source", "hot", "info")
@@ -404,6 +404,23 @@ def node_cells(n: Node, value: NodeValue | None = None,
     return tuple(cell[key]() for key, _ in columns)
 
 
+PHASE_NAMES = {"dynamo": "Dynamo", "graphdbg": "graphdbg", "backend": "backend", "aot": "AOT",
+               "cache": "cache load", "lowering": "lowering", "codegen": "codegen",
+               "cpp": "C++ compile"}
+
+
+def compile_summary(c: CompileTime) -> str:
+    """A compile's time by phase in one line (phases under a millisecond left out)."""
+    def secs(x: float) -> str:
+        return f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
+    parts = [f"{PHASE_NAMES.get(k, k)} {secs(v)}" for k, v in c.phases.items() if v >= 0.0005]
+    fx = c.fx_cache or {}
+    cache = (", FX cache hit" if fx.get("hits") and not fx.get("misses")
+             else ", FX cache miss" if fx.get("misses") else "")
+    return (f"compile {c.compile_id}: {secs(c.total_s)} = " + " · ".join(parts) + cache
+            + (" (a recompile)" if c.recompile else ""))
+
+
 def node_detail(n: Node, source: str | None, stack: Sequence = (),
                 findings: Sequence[Finding] = ()) -> list[Line]:
     """What Enter on a node shows: every field uncut, its line in the
@@ -442,9 +459,11 @@ class NodePager:
         pager.sort.select("eager_ns"); pager.reset()   # slowest first
     """
 
-    def __init__(self, run: Run, graph_id: int, page_size: int = 200) -> None:
+    def __init__(self, run: Run, graph_id: int, page_size: int = 200,
+                 compile_id: str | None = None) -> None:
         self.run = run
         self.graph_id = graph_id
+        self.compile_id = compile_id       # to show the graph's compile time by phase
         self.page_size = page_size
         self.columns = NODE_COLUMNS        # VALUE_NODE_COLUMNS once a page shows values
         self.sort = self._sort_state("idx")
@@ -489,6 +508,7 @@ class NodePager:
         top_ns: int | None
         values: dict = field(default_factory=dict)   # node idx -> NodeValue
         has_values: bool = False                     # the graph was checked node by node
+        compile_text: str | None = None              # the graph's compile time by phase
 
     def fetch(self, offset: int | None = None) -> NodePager.Page:
         """The next page (a query: call it from a worker thread)."""
@@ -506,7 +526,12 @@ class NodePager:
         values = self.run.node_values_at(self.graph_id, (n.idx for n in nodes))
         has_values = bool(values) or (offset > 0 and self.columns is VALUE_NODE_COLUMNS) or (
             offset == 0 and self.run.node_value_call(self.graph_id) is not None)
-        return NodePager.Page(generation, offset, nodes, total, top, values, has_values)
+        compile_text = None
+        if offset == 0 and self.compile_id is not None:
+            c = next((c for c in self.run.compile_times() if c.compile_id == self.compile_id), None)
+            compile_text = compile_summary(c) if c is not None else None
+        return NodePager.Page(generation, offset, nodes, total, top, values, has_values,
+                              compile_text)
 
     def extend(self, page: NodePager.Page) -> list[Node]:
         """Take a fetched page; returns the rows added ([] for a stale page)."""
