@@ -11,18 +11,8 @@ import time
 import pytest
 import torch
 import torch._dynamo
-from conftest import (
-    SAMPLES,
-    at,
-    group,
-    line_of,
-    query,
-    report_doc,
-    state_changes,
-    torch_state,
-)
-
 import graphdbg
+from conftest import SAMPLES, at, group, line_of, query, report_doc, state_changes, torch_state
 
 HERE = __file__
 in_process = pytest.mark.usefixtures("clean_torch")

@@ -17,16 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..format import brief, code_part, ms, short
-from ..query import (
-    SEVERITIES,
-    CompileTime,
-    Finding,
-    Graph,
-    Node,
-    NodeValue,
-    Run,
-    SourceLine,
-)
+from ..query import (SEVERITIES, CompileTime, Finding, Graph, Node, NodeValue, Run,
+                     SourceLine)
 from .diff_model import num, stats_text
 
 VIEWS = ("problems", "graphs", "source", "hot", "info")
