@@ -210,6 +210,25 @@ class CompileTime:
 
 
 @dataclass(frozen=True, slots=True)
+class SampledLine:
+    """A user source line and the py-spy samples whose deepest user frame it was."""
+    file: str
+    line: int
+    function: str
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """`graphdbg run --py-spy`: samples in all, the rate, the speedscope file,
+    and the sampled lines (most sampled first)."""
+    samples: int
+    rate: int
+    file: str
+    lines: tuple[SampledLine, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Call:
     """One call of a compiled graph; `outputs`: [{shape, dtype, stats}, ...]."""
     seq: int
@@ -543,6 +562,18 @@ class Run:
     def graph(self, graph_id: int) -> Graph | None:
         rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
         return self._graph(rows[0]) if rows else None
+
+    def sampling(self) -> Sampling | None:
+        """py-spy's samples of the run (None without --py-spy)."""
+        rows = self._rows("SELECT metadata, payload FROM events WHERE name = ? ORDER BY seq DESC "
+                          "LIMIT 1", ("py_spy_samples",))
+        if not rows:
+            return None
+        meta = (_loads(rows[0][0]) or {}).get("py_spy_samples") or {}
+        lines = tuple(SampledLine(str(r[0]), int(r[1]), str(r[2]), int(r[3]))
+                      for r in (_loads(rows[0][1]) or []))
+        return Sampling(int(meta.get("samples") or 0), int(meta.get("rate") or 0),
+                        str(meta.get("file") or ""), lines)
 
     def compile_times(self) -> list[CompileTime]:
         """Every compile's time by phase, in the order they happened (empty

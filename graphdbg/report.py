@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import glob
 import json
-import re
 import os
+import re
 import sys
 
 from .errors import GraphdbgError
@@ -99,7 +99,28 @@ def _document(run: Run, with_nodes: bool) -> dict:
                  for n in run.hot_nodes(20)]
     return {"schema": JSON_SCHEMA, "run": info, "graphs": graphs,
             "diagnostics": diagnostics, "eager": eager, "hot_nodes": hot_nodes,
-            "compile_times": _compile_times(run, diagnostics)}
+            "compile_times": _compile_times(run, diagnostics), "py_spy": _py_spy(run)}
+
+
+def _py_spy(run: Run) -> dict | None:
+    """py-spy's samples per user line, beside the eager op and compiled time of the line."""
+    s = run.sampling()
+    if s is None:
+        return None
+    times = {(t.file, t.line): t for t in run.hot_lines(None)}
+    sources: dict[str, list[str]] = {}
+    lines = []
+    for ln in s.lines[:50]:
+        if ln.file not in sources:
+            text = run.source(ln.file)
+            sources[ln.file] = text.splitlines() if text else []
+        src = sources[ln.file]
+        t = times.get((ln.file, ln.line))
+        lines.append({"file": ln.file, "line": ln.line, "function": ln.function,
+                      "code": src[ln.line - 1].strip() if 0 < ln.line <= len(src) else None,
+                      "samples": ln.samples, "share": ln.samples / s.samples if s.samples else 0.0,
+                      "eager_ns": t.eager_ns if t else 0, "compiled_ns": t.compiled_ns if t else 0})
+    return {"samples": s.samples, "rate": s.rate, "speedscope": s.file, "lines": lines}
 
 
 def _compile_times(run: Run, diagnostics: list[dict]) -> list[dict]:
@@ -214,6 +235,7 @@ def render(doc: dict, console) -> None:
         out.append(t)
 
     out += _compile_time_section(doc)
+    out += _py_spy_section(doc)
 
     hot = doc.get("hot_nodes", [])[:8]
     if hot:
@@ -294,6 +316,29 @@ def _compile_time_section(doc: dict) -> list:
                        f"{len(cs)} times ({sum(c['total_s'] for c in cs):.2f} s)"
                        + (f": {escape('; '.join(why))}" if why else ""))
     return out
+
+
+def _py_spy_section(doc: dict) -> list:
+    """Where py-spy found the program's Python, per user line, beside the
+    time of the eager ops and compiled calls at the same line."""
+    from rich.console import NewLine
+    from rich.markup import escape
+    from rich.rule import Rule
+    from rich.table import Table
+    p = doc.get("py_spy")
+    if not p:
+        return []
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col, just in (("where", "left"), ("function", "left"), ("samples", "right"),
+                      ("share", "right"), ("eager ops", "right"), ("compiled", "right"),
+                      ("code", "left")):
+        t.add_column(col, justify=just)
+    for ln in p["lines"][:10]:
+        t.add_row(escape(f"{brief(ln['file'])}:{ln['line']}"), escape(ln["function"]),
+                  str(ln["samples"]), f"{ln['share']:.0%}", ms(ln["eager_ns"]) if ln["eager_ns"] else "-",
+                  ms(ln["compiled_ns"]) if ln["compiled_ns"] else "-", escape(ln["code"] or ""))
+    return [NewLine(), Rule(f"Python samples (py-spy, {p['samples']} at {p['rate']} Hz; "
+                            f"{escape(brief(p['speedscope']))})", align="left"), t]
 
 
 def _secs(x: float) -> str:

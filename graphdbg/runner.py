@@ -61,11 +61,35 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _keep_samples(spy, session, writer) -> None:
+    """py-spy's samples per user line into the run file (an event row)."""
+    from .pyspy import line_samples
+    from .runfile import dumps
+    path, why = spy.stop()
+    if path is None:
+        if why:
+            print(f"graphdbg run: {why}", file=sys.stderr)
+            writer.set_meta(py_spy_error=why)
+        return
+    try:
+        total, lines = line_samples(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"graphdbg run: cannot read py-spy's {path}: {exc}", file=sys.stderr)
+        return
+    ctx = session.ctx
+    writer.add("events", (ctx.next_seq(), ctx.now(), "py_spy_samples", None,
+                          dumps({"py_spy_samples": {"samples": total, "rate": spy.rate,
+                                                    "file": path}}),
+                          dumps([list(r) for r in lines[:5000]])))
+
+
 def run_program(target: str, args: list[str], *, module: bool = False,
                 output: str | None = None, options: CaptureOptions | None = None,
-                quiet: bool = False, stance: str | None = None) -> int:
+                quiet: bool = False, stance: str | None = None,
+                py_spy_rate: int | None = None) -> int:
     """Run ``target`` as ``python [-m] target args`` would, captured with
-    ``options``; returns the program's exit status."""
+    ``options`` (and sampled by py-spy at ``py_spy_rate`` Hz when given);
+    returns the program's exit status."""
     options = options or CaptureOptions()
     _check_target(target, module)
     output = output or default_output(target, module)
@@ -99,6 +123,16 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     else:
         sys.path.insert(0, path0)
 
+    spy = None
+    if py_spy_rate is not None:
+        from .pyspy import PySpy, speedscope_path
+        spy = PySpy(speedscope_path(os.path.abspath(output)), py_spy_rate)
+        why = spy.start()
+        if why is not None:
+            print(f"graphdbg run: {why}; the run goes on without it", file=sys.stderr)
+            writer.set_meta(py_spy_error=why)
+            spy = None
+
     status, state = 0, "complete"
     t0 = time.time()
     session.start()
@@ -125,6 +159,8 @@ def run_program(target: str, args: list[str], *, module: bool = False,
         # A second Ctrl-C must not cut the run file short.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            if spy is not None:
+                _keep_samples(spy, session, writer)
             session.stop(exit_status=status, status=state, wall_s=time.time() - t0)
         finally:
             signal.signal(signal.SIGINT, old)

@@ -13,7 +13,7 @@ from . import UsageError
 # options of `graphdbg run` that take a value (the argv split must skip it)
 _VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
                "--compare-first", "--compare-every", "--rtol", "--atol", "--localize",
-               "--stance"}
+               "--stance", "--py-spy-rate"}
 
 
 class RunCommand:
@@ -70,6 +70,13 @@ class RunCommand:
         run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
                          help="eager ops recorded one row each (later ones only counted "
                               "and timed in the per-op summary; default 200000)")
+        run.add_argument("--py-spy", action="store_true",
+                         help="sample the program's Python stacks with py-spy (the profile "
+                              "extra): a speedscope file next to the run, samples per source "
+                              "line in the report; where ptrace is not allowed, one line says "
+                              "so and the run goes on")
+        run.add_argument("--py-spy-rate", type=int, default=100, metavar="HZ",
+                         help="py-spy's samples per second (default 100)")
         run.add_argument("-q", "--quiet", action="store_true",
                          help="print nothing of graphdbg's own after the run")
         run.add_argument("--tui", action="store_true",
@@ -115,7 +122,7 @@ class RunCommand:
         output = args.output or default_output(target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),
                              output=output, quiet=args.quiet, stance=args.stance,
-                             options=options)
+                             options=options, py_spy_rate=args.py_spy_rate if args.py_spy else None)
         if args.tui:
             from .tui import open_ui
             try:
