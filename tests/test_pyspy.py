@@ -28,7 +28,7 @@ BUSY = textwrap.dedent("""\
     f = torch.compile(lambda x: torch.sin(x) * 2, backend="eager")
     f(torch.ones(4))
     t = time.time()
-    while time.time() - t < 1.5:
+    while time.time() - t < 1.0:
         slow_python(20000)
     print("done")
     """)
@@ -51,8 +51,8 @@ def test_py_spy_samples_are_counted_at_the_users_lines(workdir, runs):
     assert (top["file"], top["line"], top["function"]) == (str(busy), line_of(busy, "busy"),
                                                            "slow_python")
     assert top["code"] == "total += i * i % 7  # MARK busy"
-    # 1.5 s of the loop at 100 Hz: most of the samples, whatever else ran
-    assert top["samples"] >= 60 and top["share"] > 0.3
+    # 1 s of the loop at 100 Hz: most of the samples, whatever else ran
+    assert top["samples"] >= 40 and top["share"] > 0.3
     assert sum(ln["samples"] for ln in p["lines"]) <= p["samples"]
     # the line that called the compiled function has its compiled time beside its samples
     call = [ln for ln in p["lines"] if ln["code"] == "f(torch.ones(4))"]
