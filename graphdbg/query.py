@@ -121,10 +121,22 @@ class Graph:
     total_call_ns: int             # 0 without calls
     min_call_ns: int | None
     max_call_ns: int | None
+    eager_ref_ns: int | None = None  # its nodes' time in the eager reference run (None: not checked)
+    steady_call_ns: int | None = None  # its fastest call after the first (None: called once)
 
     @property
     def mean_call_ns(self) -> float | None:
         return self.total_call_ns / self.calls if self.calls else None
+
+    @property
+    def compiled_slower(self) -> bool | None:
+        """Whether its fastest compiled call after the first (which warms
+        up) took longer than its nodes did eagerly (the reference run's op
+        times, without Python's own cost between ops); None when either was
+        not measured."""
+        if not self.steady_call_ns or not self.eager_ref_ns:
+            return None
+        return self.steady_call_ns > self.eager_ref_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,14 +558,18 @@ class Run:
         "SELECT g.id, g.compile_id, g.backend, g.code_name, g.code_file, g.code_line, "
         "g.user_frame, g.stack, g.status, g.error, g.n_nodes, g.n_ops, g.n_inputs, "
         "g.compile_time_s, g.backend_time_s, g.created_seq, "
-        "c.calls, c.total_ns, c.min_ns, c.max_ns FROM graphs g LEFT JOIN ("
+        "c.calls, c.total_ns, c.min_ns, c.max_ns, t.eager_ns, c.steady_ns FROM graphs g LEFT JOIN ("
         " SELECT graph_id, COUNT(*) AS calls, SUM(wall_ns) AS total_ns, MIN(wall_ns) AS min_ns,"
-        " MAX(wall_ns) AS max_ns FROM calls GROUP BY graph_id) c ON c.graph_id = g.id ")
+        " MAX(wall_ns) AS max_ns, MIN(CASE WHEN call_idx >= 1 THEN wall_ns END) AS steady_ns"
+        " FROM calls GROUP BY graph_id) c ON c.graph_id = g.id "
+        "LEFT JOIN (SELECT graph_id, SUM(eager_ns) AS eager_ns FROM node_times GROUP BY graph_id)"
+        " t ON t.graph_id = g.id ")
 
     @staticmethod
     def _graph(r: sqlite3.Row) -> Graph:
         return Graph(*r[:16], calls=r[16] or 0, total_call_ns=r[17] or 0,
-                     min_call_ns=r[18], max_call_ns=r[19])
+                     min_call_ns=r[18], max_call_ns=r[19], eager_ref_ns=r[20],
+                     steady_call_ns=r[21])
 
     def graphs(self) -> list[Graph]:
         """Every graph, by id (graphs are few; the graph code is left out)."""

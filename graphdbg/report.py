@@ -73,6 +73,8 @@ def _document(run: Run, with_nodes: bool) -> dict:
             "compile_time_s": g.compile_time_s, "backend_time_s": g.backend_time_s,
             "calls": g.calls, "total_call_ns": g.total_call_ns,
             "min_call_ns": g.min_call_ns, "max_call_ns": g.max_call_ns,
+            "eager_ref_ns": g.eager_ref_ns, "steady_call_ns": g.steady_call_ns,
+            "compiled_slower": g.compiled_slower,
         }
         if with_nodes:
             entry["nodes"] = [{
@@ -221,7 +223,8 @@ def render(doc: dict, console) -> None:
         t = Table(title=None, box=None, header_style="bold", pad_edge=False)
         for col, just in (("graph", "right"), ("compile", "left"), ("function", "left"),
                           ("where", "left"), ("backend", "left"), ("nodes", "right"),
-                          ("compile", "right"), ("calls", "right"), ("mean call", "right")):
+                          ("compile", "right"), ("calls", "right"), ("mean call", "right"),
+                          ("eager ref", "right")):
             t.add_column(col, justify=just)
         for g in doc["graphs"]:
             mean = g["total_call_ns"] / g["calls"] if g["calls"] else None
@@ -230,9 +233,16 @@ def render(doc: dict, console) -> None:
                       escape(g["backend"] or "?"), str(g["n_nodes"]),
                       "[red]failed[/]" if g.get("status") == "compile_error" else
                       f"{g['compile_time_s']:.2f} s" if g["compile_time_s"] else "-",
-                      str(g["calls"]), ms(mean))
+                      str(g["calls"]), ms(mean),
+                      # fastest compiled call slower than the nodes' eager time: flagged
+                      "-" if not g.get("eager_ref_ns") else
+                      (f"[yellow]{ms(g['eager_ref_ns'])} ▲[/]" if g.get("compiled_slower")
+                       else ms(g["eager_ref_ns"])))
         out.append(Rule(f"Graphs ({len(doc['graphs'])})", align="left"))
         out.append(t)
+        if any(g.get("compiled_slower") for g in doc["graphs"]):
+            out.append("[dim][yellow]▲[/] compiled slower than eager: its fastest call after the "
+                       "first took longer than the graph's ops in the eager reference run[/]")
 
     out += _compile_time_section(doc)
     out += _py_spy_section(doc)

@@ -336,3 +336,21 @@ def test_a_run_whose_writer_is_gone_ended_without_closing(tmp_path):
         w.close(status="complete")
         with Run(path) as run:
             assert run.info.status == "complete"
+
+
+def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops(tmp_path):
+    from graphdbg.runfile import RunWriter
+    w = RunWriter(str(tmp_path / "x.run"))
+    for gid, calls in ((1, (1_000, 3_000)), (2, (9_000, 2_500)), (3, ())):
+        w.put_graph(gid, compile_id=f"{gid - 1}/0", status="compiled")
+        for i, ns in enumerate((1_000, 1_500)):
+            w.add("node_times", (gid, f"n{i}", ns))
+        for i, ns in enumerate(calls):
+            w.add("calls", (gid * 10 + i, gid, i, ns, "[]"))
+    w.close(exit_status=0, status="complete")
+    with Run(str(tmp_path / "x.run")) as run:
+        g1, g2, g3 = run.graphs()
+    # the first call warms up: the fastest call after it counts
+    assert (g1.eager_ref_ns, g1.steady_call_ns, g1.compiled_slower) == (2_500, 3_000, True)
+    assert (g2.steady_call_ns, g2.compiled_slower) == (2_500, False)   # not slower: as fast
+    assert g3.compiled_slower is None                                   # never called

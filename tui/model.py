@@ -323,7 +323,8 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
 
 GRAPH_COLUMNS = (("id", "graph"), ("compile_id", "compile"), ("function", "function"),
                  ("where", "where"), ("nodes", "nodes"), ("compile_time", "compile time"),
-                 ("calls", "calls"), ("mean_call", "mean call"), ("backend", "backend"))
+                 ("calls", "calls"), ("mean_call", "mean call"), ("eager_ref", "eager ref"),
+                 ("backend", "backend"))
 
 
 _GRAPH_KEYS = {
@@ -331,13 +332,15 @@ _GRAPH_KEYS = {
     "where": lambda g: (g.file, g.line) if g.file else None, "backend": lambda g: g.backend,
     "nodes": lambda g: g.n_nodes, "compile_time": lambda g: g.compile_time_s,
     "calls": lambda g: g.calls, "mean_call": lambda g: g.mean_call_ns,
+    "eager_ref": lambda g: g.eager_ref_ns,
 }
 
 
 def graph_sort() -> SortState:
     """The sort of the graphs table (by id; counts and times slowest first)."""
     return SortState(tuple(k for k, _ in GRAPH_COLUMNS), "id",
-                     descending_first=frozenset({"nodes", "compile_time", "calls", "mean_call"}))
+                     descending_first=frozenset({"nodes", "compile_time", "calls", "mean_call",
+                                                "eager_ref"}))
 
 
 def sort_graphs(graphs: Sequence[Graph], sort: SortState) -> list[Graph]:
@@ -356,7 +359,10 @@ def graph_cells(g: Graph) -> tuple[str, ...]:
                     f"{g.compile_time_s:.2f} s" if g.compile_time_s else "-")
     return (str(g.id), g.compile_id or "-", g.function or "?", where(g.file, g.line),
             str(g.n_nodes if g.n_nodes is not None else "-"), compile_time,
-            str(g.calls), ms(g.mean_call_ns), g.backend or "?")
+            str(g.calls), ms(g.mean_call_ns),
+            # ▲: its fastest compiled call took longer than its ops did eagerly
+            "-" if not g.eager_ref_ns else ms(g.eager_ref_ns) + (" ▲" if g.compiled_slower else ""),
+            g.backend or "?")
 
 
 NODE_COLUMNS = (("idx", "#"), ("name", "node"), ("target", "target"), ("eager_ns", "eager time"),
