@@ -92,6 +92,8 @@ class RunInfo:
     schema_version: int
     pid: int | None = None         # the process that wrote it, on host
     host: str | None = None
+    profile: dict | None = None    # --profile: {dir, traces, steps, schedule}
+    py_spy_error: str | None = None  # --py-spy: why it sampled nothing
 
     @property
     def versions(self) -> dict:
@@ -431,7 +433,8 @@ class Run:
             graphdbg=m.get("graphdbg"), torch_counters=m.get("torch_counters"),
             counts=m.get("counts"), ops_dropped=m.get("ops_dropped"),
             internal_errors=m.get("internal_errors") or [], schema_version=version,
-            pid=m.get("pid"), host=m.get("host"))
+            pid=m.get("pid"), host=m.get("host"), profile=m.get("profile"),
+            py_spy_error=m.get("py_spy_error"))
 
     def __repr__(self) -> str:
         return f"<graphdbg.query.Run {self.path!r}{' closed' if self._closed else ''}>"

@@ -61,7 +61,7 @@ def _document(run: Run, with_nodes: bool) -> dict:
         "values": i.values, "device": i.device, "versions": i.versions,
         "torch_counters": i.torch_counters, "counts": i.counts,
         "ops_dropped": i.ops_dropped, "internal_errors": i.internal_errors,
-        "pid": i.pid, "host": i.host,
+        "pid": i.pid, "host": i.host, "profile": i.profile, "py_spy_error": i.py_spy_error,
     }
     graphs = []
     for g in run.graphs():
@@ -184,6 +184,18 @@ def render(doc: dict, console) -> None:
                    f"closed the run file: it holds what was captured until the last commit "
                    f"(about a second before the end)[/]")
     out.append(_counts_line(doc))
+    prof = run.get("profile")
+    if prof:
+        if prof.get("traces"):
+            out.append(f"[dim]torch.profiler: {len(prof['traces'])} trace(s) of "
+                       f"{prof.get('steps')} step(s) in {escape(short(prof['dir']))} (Perfetto: "
+                       f"ui.perfetto.dev; TensorBoard: tensorboard --logdir "
+                       f"{escape(short(prof['dir']))})[/]")
+        else:
+            out.append(f"[yellow]torch.profiler recorded no trace ({prof.get('steps')} step(s), "
+                       f"schedule {','.join(map(str, prof.get('schedule') or []))})[/]")
+    if run.get("py_spy_error"):
+        out.append(f"[yellow]py-spy: {escape(run['py_spy_error'])}[/]")
 
     def indented(markup: str) -> None:
         # wrapped lines stay under their finding

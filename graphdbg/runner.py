@@ -61,6 +61,18 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _keep_traces(profiler, writer) -> None:
+    """Stop torch.profiler; the traces' paths go into the run's meta."""
+    traces = profiler.stop()
+    writer.set_meta(profile={"dir": profiler.out_dir, "traces": traces,
+                             "steps": profiler.taken, "schedule": list(profiler.steps)})
+    if not traces:
+        print(f"graphdbg run: --profile wrote no trace: the program took {profiler.taken} "
+              f"step(s) (optimizer steps, or calls of its first compiled graph) and the "
+              f"schedule {','.join(map(str, profiler.steps))} records none of them; "
+              f"--profile-steps 0,0,1,1 records a program without steps whole", file=sys.stderr)
+
+
 def _keep_samples(spy, session, writer) -> None:
     """py-spy's samples per user line into the run file (an event row)."""
     from .pyspy import line_samples
@@ -86,9 +98,11 @@ def _keep_samples(spy, session, writer) -> None:
 def run_program(target: str, args: list[str], *, module: bool = False,
                 output: str | None = None, options: CaptureOptions | None = None,
                 quiet: bool = False, stance: str | None = None,
-                py_spy_rate: int | None = None) -> int:
+                py_spy_rate: int | None = None,
+                profile_steps: tuple[int, int, int, int] | None = None) -> int:
     """Run ``target`` as ``python [-m] target args`` would, captured with
-    ``options`` (and sampled by py-spy at ``py_spy_rate`` Hz when given);
+    ``options`` (sampled by py-spy at ``py_spy_rate`` Hz, and profiled by
+    torch.profiler with the schedule ``profile_steps``, when given);
     returns the program's exit status."""
     options = options or CaptureOptions()
     _check_target(target, module)
@@ -136,6 +150,21 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     status, state = 0, "complete"
     t0 = time.time()
     session.start()
+    profiler = None
+    if profile_steps is not None:
+        from graphdbg.hooks.profiler import ProfileRecorder, profile_dir
+        profiler = ProfileRecorder(session.ctx, profile_dir(os.path.abspath(output)),
+                                   profile_steps)
+        try:
+            profiler.start()
+        except Exception as exc:  # noqa: BLE001 - the program runs with or without traces
+            print(f"graphdbg run: torch.profiler did not start ({type(exc).__name__}: {exc}); "
+                  f"the run goes on without --profile", file=sys.stderr)
+            try:
+                profiler.stop()
+            except Exception:  # noqa: BLE001, S110 - it never started
+                pass
+            profiler = None
     if stance:
         import torch
         torch.compiler.set_stance(stance)
@@ -159,6 +188,8 @@ def run_program(target: str, args: list[str], *, module: bool = False,
         # A second Ctrl-C must not cut the run file short.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            if profiler is not None:
+                _keep_traces(profiler, writer)
             if spy is not None:
                 _keep_samples(spy, session, writer)
             session.stop(exit_status=status, status=state, wall_s=time.time() - t0)

@@ -301,6 +301,11 @@ class BackendRecorder:
                         checker.after_call(call_idx, snapshot, args, out, fn)
                     except Exception as exc:
                         ctx.internal_error("eager check", exc)
+        if ctx.call_listener is not None:
+            try:
+                ctx.call_listener(graph_id)
+            except Exception as exc:
+                ctx.internal_error("call listener", exc)
         return out
 
     def _record_call(self, graph_id: int, call_idx: int, wall_ns: int, out: Any) -> None:

@@ -13,7 +13,16 @@ from . import UsageError
 # options of `graphdbg run` that take a value (the argv split must skip it)
 _VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
                "--compare-first", "--compare-every", "--rtol", "--atol", "--localize",
-               "--stance", "--py-spy-rate"}
+               "--stance", "--py-spy-rate", "--profile-steps"}
+
+
+def _steps(text: str) -> tuple[int, int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts) or int(parts[2]) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give WAIT,WARMUP,ACTIVE,REPEAT as four counts, ACTIVE at least 1")
+    w, u, a, r = (int(p) for p in parts)
+    return w, u, a, r
 
 
 class RunCommand:
@@ -77,6 +86,15 @@ class RunCommand:
                               "so and the run goes on")
         run.add_argument("--py-spy-rate", type=int, default=100, metavar="HZ",
                          help="py-spy's samples per second (default 100)")
+        run.add_argument("--profile", action="store_true",
+                         help="record torch.profiler traces next to the run (RUN.profile/, "
+                              "TensorBoard's layout: open them in Perfetto, or in TensorBoard "
+                              "with graphdbg[tensorboard]); a step is an optimizer step, or a "
+                              "call of the first compiled graph")
+        run.add_argument("--profile-steps", type=_steps, default=(1, 1, 3, 1),
+                         metavar="WAIT,WARMUP,ACTIVE,REPEAT",
+                         help="torch.profiler's schedule in steps (default 1,1,3,1: bounded "
+                              "however long the program runs)")
         run.add_argument("-q", "--quiet", action="store_true",
                          help="print nothing of graphdbg's own after the run")
         run.add_argument("--tui", action="store_true",
@@ -122,7 +140,8 @@ class RunCommand:
         output = args.output or default_output(target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),
                              output=output, quiet=args.quiet, stance=args.stance,
-                             options=options, py_spy_rate=args.py_spy_rate if args.py_spy else None)
+                             options=options, py_spy_rate=args.py_spy_rate if args.py_spy else None,
+                             profile_steps=args.profile_steps if args.profile else None)
         if args.tui:
             from .tui import open_ui
             try:

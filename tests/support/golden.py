@@ -29,7 +29,8 @@ SAMPLES = ["mlp_clean", "graph_breaks", "recompiles", "eager_only", "train_loop"
 _VOLATILE = {"started_at", "ended_at", "wall_s", "cwd", "file", "compile_time_s",
              "backend_time_s", "total_call_ns", "min_call_ns", "max_call_ns", "eager_ns",
              "total_ns", "seconds", "traceback", "top_ops", "hot_nodes", "device", "pid",
-             "host", "compile_times", "py_spy", "eager_ref_ns", "steady_call_ns", "compiled_slower"}
+             "host", "compile_times", "py_spy", "eager_ref_ns", "steady_call_ns", "compiled_slower",
+             "profile", "py_spy_error"}
 _ADDR = re.compile(r"0x[0-9a-f]{6,}")
 
 
