@@ -266,7 +266,7 @@ def compile_phases(m: dict, cpp_s: float, backend_own_s: float | None) -> dict:
     backend   a backend without inductor (aot_eager, eager, a custom one)
     aot       AOT autograd, joint-graph passes (backend - inductor)
     cache     a compile served from inductor's FX graph cache or AOT autograd's
-              cache (loading it)
+              cache (loading it; C++ built while loading is under cpp)
     lowering  inductor's passes and lowering (inductor - code generation)
     codegen   code generation, without the C++ compiles
     cpp       C++ compiles (inductor's `compile_file`)
@@ -290,16 +290,25 @@ def compile_phases(m: dict, cpp_s: float, backend_own_s: float | None) -> dict:
                  "misses": int(m.get("aotautograd_local_cache_miss_count") or 0)
                  + int(m.get("aotautograd_remote_cache_miss_count") or 0)}
     if inductor is None:
-        # AOT autograd's cache can serve the whole compiled graph: a load, not a compile
-        out["cache" if aot_cache["hits"] and not aot_cache["misses"] else "backend"] = own
+        # AOT autograd's cache can serve the whole compiled graph: a load, not a
+        # compile (but loading may build the C++ the cache does not hold)
+        if aot_cache["hits"] and not aot_cache["misses"]:
+            cpp = min(cpp_s, own)
+            out.update(cache=own - cpp, cpp=cpp)
+        else:
+            out["backend"] = own
     else:
         inductor = min(inductor, own)
         codegen = min(codegen or 0.0, inductor)
-        cpp = min(cpp_s, codegen)
-        out.update(aot=own - inductor, codegen=codegen - cpp, cpp=cpp)
-        # a cache hit skips lowering: what inductor spent was loading the cached graph
-        out["cache" if fx_cache["hits"] and not fx_cache["misses"] else "lowering"] = \
-            inductor - codegen
+        out["aot"] = own - inductor
+        if fx_cache["hits"] and not fx_cache["misses"]:
+            # a cache hit skips lowering and codegen: inductor loaded the cached
+            # graph, building its C++ again when that was not kept
+            cpp = min(cpp_s, inductor - codegen)
+            out.update(cache=inductor - codegen - cpp, codegen=codegen, cpp=cpp)
+        else:
+            cpp = min(cpp_s, codegen)
+            out.update(lowering=inductor - codegen, codegen=codegen - cpp, cpp=cpp)
     out = {k: round(v, 6) for k, v in out.items()}
     out["total"] = round(total, 6)
     out["fx_cache"] = fx_cache

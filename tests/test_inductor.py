@@ -49,8 +49,8 @@ def test_mlp_under_inductor(runs):
     assert p["dynamo"] > 0 and p["graphdbg"] > 0 and p["backend"] == 0
     if c["fx_cache"]["misses"]:     # a cold cache (CI): inductor lowered, generated, compiled C++
         assert p["lowering"] > 0 and p["codegen"] > 0 and p["cpp"] > 0
-    else:                           # served from a cache this machine keeps
-        assert p["cache"] > 0 and p["cpp"] == 0
+    else:                           # served from a cache (its C++ maybe built again)
+        assert p["cache"] + p["cpp"] > 0 and p["lowering"] == 0
     assert re.search(r"^Compile time \([\d.]+ s in 1 compile\)", text, re.M)
 
 
