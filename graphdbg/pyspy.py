@@ -2,8 +2,9 @@
 
 py-spy runs beside the program as a child process attached to it (`py-spy
 record --pid`), writes a speedscope file next to the run file, and its
-samples are counted per user source line (the deepest frame that is not
-torch's, graphdbg's or the standard library's) into the run file, where the
+samples are counted per user source line (the deepest frame in the
+program's own files, not torch's, graphdbg's, the standard library's or a
+site-packages library's) into the run file, where the
 report shows them beside the eager op time of the same lines. Where ptrace
 is not allowed, py-spy cannot attach: one line says so and the run goes on.
 
@@ -98,14 +99,21 @@ def _reason(text: str) -> str:
     return (errors or lines or ["it ended without a message"])[0][:300]
 
 
+def _in_packages(path: str) -> bool:
+    return f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
+
+
 def line_samples(path: str) -> tuple[int, list[tuple[str, int, str, int]]]:
     """(samples, [(file, line, function, samples), ...] most sampled first):
-    each sample counted at its deepest user frame (samples with none are
-    in the total only)."""
+    each sample counted at its deepest frame in the program's own files (in
+    a library's, when it has none; samples with neither are in the total only)."""
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
     frames = doc.get("shared", {}).get("frames", [])
-    user = [not is_internal(f.get("file") or "") and f.get("line") is not None for f in frames]
+    # the program's own files first; a library (site-packages) only where a
+    # sample has no frame of the program's (torch calls jinja2, say)
+    rank = [0 if is_internal(f.get("file") or "") or f.get("line") is None
+            else 1 if _in_packages(f.get("file") or "") else 2 for f in frames]
     counts: dict[int, int] = {}
     total = 0
     for profile in doc.get("profiles", []):     # one per thread
@@ -113,8 +121,13 @@ def line_samples(path: str) -> tuple[int, list[tuple[str, int, str, int]]]:
         for stack in profile.get("samples", []):
             w = 1
             total += w
-            # a stack lists frames outermost first: the deepest user frame is the last
-            deepest = next((f for f in reversed(stack) if 0 <= f < len(frames) and user[f]), None)
+            # a stack lists frames outermost first: the deepest of the best rank
+            deepest, best = None, 0
+            for f in reversed(stack):
+                if 0 <= f < len(frames) and rank[f] > best:
+                    deepest, best = f, rank[f]
+                    if best == 2:
+                        break
             if deepest is not None:
                 counts[deepest] = counts.get(deepest, 0) + w
     by_line: dict[tuple, int] = {}
