@@ -320,6 +320,17 @@ def runs(tmp_path_factory) -> Runs:
     runs.close()
 
 
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Longest work first, so that two xdist workers end together: the
+    real-inductor tests, then the tests of shared runs (grouped), then the
+    rest in collection order (a stable sort: groups stay together)."""
+    def rank(item) -> int:
+        if item.get_closest_marker("inductor"):
+            return 0
+        return 1 if item.get_closest_marker("xdist_group") else 2
+    items.sort(key=rank)
+
+
 def group(name: str):
     """Tests that read the same sample runs go to the same xdist worker
     (`--dist loadgroup`), so no worker waits on another's run."""
