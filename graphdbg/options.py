@@ -26,6 +26,7 @@ class CaptureOptions:
     rtol: float | None = None         # tolerances of that check (None: per dtype)
     atol: float | None = None
     localize: str = "auto"            # auto (intermediate outputs, then bisection) | bisect
+    kernel_times: bool = True         # time inductor's kernels per user line (provenance tracking)
     check_graphs: bool = True         # lint every graph before the backend gets it
     progress: bool = False            # rich status line and progress bars on stderr
 

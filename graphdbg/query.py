@@ -224,6 +224,51 @@ class CompileTime:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelTime:
+    """One kernel of an inductor-compiled graph, timed over the graph's first
+    calls, with the user lines of the FX nodes it computes (inductor's
+    provenance). `part`: forward, backward or inference."""
+    compile_id: str
+    graph_id: int | None
+    part: str | None
+    name: str                      # e.g. cpp_fused_gelu_0, extern_kernels.addmm
+    handle: int                    # inductor's provenance handle (order in the wrapper)
+    ns: int | None                 # a steady call: median of the timed calls after the first
+    first_ns: int | None           # the first (cold) call
+    calls: int                     # calls of its graph by the program
+    frames: tuple                  # Frames of the user lines it computes
+    nodes: tuple[str, ...]         # Dynamo graph nodes it computes (forward/inference)
+
+    @property
+    def total_ns(self) -> int:
+        return (self.ns or 0) * self.calls
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledLine:
+    """Compiled kernel time at a user line (a kernel fused from several lines
+    counts a share at each). Per call of the graphs: `forward_ns` (forward and
+    inference kernels) against `eager_ref_ns` (the line's nodes in the eager
+    reference run), `backward_ns`; `total_ns` over all calls."""
+    file: str
+    line: int
+    function: str
+    code: str | None
+    total_ns: int
+    forward_ns: int
+    backward_ns: int
+    eager_ref_ns: int | None
+    kernels: tuple[str, ...]
+    graph_ids: tuple[int, ...]
+
+    @property
+    def compiled_slower(self) -> bool | None:
+        if not self.forward_ns or not self.eager_ref_ns:
+            return None
+        return self.forward_ns > self.eager_ref_ns
+
+
+@dataclass(frozen=True, slots=True)
 class SampledLine:
     """A user source line and the py-spy samples whose deepest user frame it was."""
     file: str
@@ -351,7 +396,7 @@ class SourceLine:
     line: int
     text: str
     eager_ns: int                  # eager ops at this line (op summary)
-    compiled_ns: int               # calls of graphs whose function starts here
+    compiled_ns: int               # compiled time at this line (`Run._compiled_by_line`)
     findings: tuple[int, ...]      # ids of findings reported at this line
 
 
@@ -612,6 +657,64 @@ class Run:
                 float(p.get("total") or 0.0), {k: float(p.get(k) or 0.0) for k in COMPILE_PHASES},
                 p.get("fx_cache") or {}, p.get("aot_cache") or {}, bool(p.get("failed"))))
         return out
+
+    def kernel_times(self) -> list[KernelTime]:
+        """Every timed kernel of inductor-compiled graphs, in the order the
+        graphs were compiled and the kernels run (empty without inductor, or
+        with --no-kernel-times)."""
+        graphs = {g.compile_id: g for g in self.graphs()}
+        recs = [(cid, (_loads(md) or {}).get("graphdbg_kernel_times") or {})
+                for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
+                                          "ORDER BY seq", ("graphdbg_kernel_times",))]
+        frames = self._resolve(f for _, r in recs for k in r.get("kernels") or () for f in k.get("frames") or ())
+        out = []
+        for cid, r in recs:
+            if r.get("broken"):
+                continue
+            g = graphs.get(cid)
+            calls = int(r.get("calls") or 0)
+            if g is not None and r.get("part") != "backward":
+                calls = g.calls  # the program's calls, as the backend counted them
+            for k in r.get("kernels") or ():
+                out.append(KernelTime(
+                    cid or "?", g.id if g else None, r.get("part"), str(k.get("name")),
+                    int(k.get("handle") or 0), k.get("ns"), k.get("first_ns"), calls,
+                    tuple(frames[f] for f in k.get("frames") or () if f in frames),
+                    tuple(k.get("nodes") or ())))
+        return out
+
+    def compiled_lines(self, limit: int | None = None) -> list[CompiledLine]:
+        """Compiled kernel time per user line, most first (see `CompiledLine`)."""
+        acc: dict[tuple, dict] = {}
+        graphs_timed: set[int] = set()
+        for k in self.kernel_times():
+            if not k.frames or k.ns is None:
+                continue
+            share = k.ns / len(k.frames)
+            for f in k.frames:
+                a = acc.setdefault((f.file, f.line), {"frame": f, "total": 0.0, "fw": 0.0, "bw": 0.0,
+                                                       "kernels": [], "graphs": []})
+                a["total"] += share * k.calls
+                a["bw" if k.part == "backward" else "fw"] += share
+                if k.name not in a["kernels"]:
+                    a["kernels"].append(k.name)
+                if k.graph_id is not None and k.graph_id not in a["graphs"]:
+                    a["graphs"].append(k.graph_id)
+                if k.graph_id is not None:
+                    graphs_timed.add(k.graph_id)
+        eager: dict[tuple, int] = {}
+        if graphs_timed:
+            ids = sorted(graphs_timed)
+            for file, line, ns in self._rows(
+                    "SELECT f.file, f.line, SUM(t.eager_ns) FROM node_times t JOIN nodes n "
+                    "ON n.graph_id = t.graph_id AND n.name = t.node JOIN frames f ON f.id = n.user_frame "
+                    f"WHERE t.graph_id IN ({','.join('?' * len(ids))}) GROUP BY f.file, f.line", ids):
+                eager[(file, line)] = ns
+        out = [CompiledLine(f.file, f.line, f.function, f.code, int(a["total"]), int(a["fw"]),
+                            int(a["bw"]), eager.get(key), tuple(a["kernels"]), tuple(a["graphs"]))
+               for key, a in acc.items() for f in (a["frame"],)]
+        out.sort(key=lambda c: (-c.total_ns, c.file, c.line))
+        return out if limit is None else out[:limit]
 
     def graph_code(self, graph_id: int) -> str | None:
         """The Python code of a graph as Dynamo captured it."""
@@ -897,24 +1000,44 @@ class Run:
         - eager_ns: the eager ops whose user frame is at that line, from the
           op summary (every op, also those past `--max-ops`), or with
           ``recorded_ops_only`` from the ops recorded one by one;
-        - compiled_ns: the wall time of the calls of every graph whose
-          compiled function starts at that line (`Graph.file`, `Graph.line`).
-          A compiled call is not split over its nodes' lines: graphdbg does
-          not time compiled nodes one by one.
+        - compiled_ns: see `_compiled_by_line`.
         Lines without a file are left out.
         """
         col, table = ("time_ns", "ops") if recorded_ops_only else ("total_ns", "op_summary")
         eager = self._by_line(f"SELECT user_frame, SUM({col}) FROM {table} "
                               "WHERE user_frame IS NOT NULL GROUP BY user_frame")
         times = {k: [ns, 0] for k, ns in eager.items() if k[0]}
-        for file, line, ns in self._iter(
-                "SELECT g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
-                "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
-                "g.code_file != '' GROUP BY g.code_file, g.code_line"):
-            times.setdefault((file, line), [0, 0])[1] += ns
+        for key, ns in self._compiled_by_line().items():
+            times.setdefault(key, [0, 0])[1] += ns
         out = [LineTime(f, ln, e, c) for (f, ln), (e, c) in times.items()]
         out.sort(key=lambda t: (-t.total_ns, t.file, t.line if t.line is not None else -1))
         return out if limit is None else out[:limit]
+
+    def _compiled_by_line(self) -> dict[tuple[str, int], int]:
+        """Compiled time per line: a graph whose kernels were timed
+        (inductor) counts each kernel's time at the lines it computes (a
+        share each when fused from several) and the rest of its call time
+        (wrapper, guards, allocation) at the line that calls it; its backward
+        kernels count at the forward lines they differentiate. Other graphs
+        count their whole call time at the line that calls them."""
+        out: dict[tuple[str, int], int] = {}
+        kernel_ns: dict[int, float] = {}
+        for k in self.kernel_times():
+            if not k.frames or k.ns is None:
+                continue
+            share = k.ns / len(k.frames) * k.calls
+            for f in k.frames:
+                out[(f.file, f.line)] = out.get((f.file, f.line), 0) + int(share)
+            if k.graph_id is not None and k.part != "backward":
+                kernel_ns[k.graph_id] = kernel_ns.get(k.graph_id, 0.0) + k.ns * k.calls
+        for gid, file, line, ns in self._iter(
+                "SELECT g.id, g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
+                "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
+                "g.code_file != '' GROUP BY g.id"):
+            rest = max(0, int(ns - kernel_ns.get(gid, 0)))
+            if rest:
+                out[(file, line)] = out.get((file, line), 0) + rest
+        return out
 
     # -- sources and tensors ------------------------------------------------------------
     def source(self, file: str) -> str | None:
@@ -939,11 +1062,7 @@ class Run:
                 "SELECT f.line, SUM(s.total_ns) FROM op_summary s JOIN frames f "
                 "ON f.id = s.user_frame WHERE f.file = ? GROUP BY f.line", (file,)):
             eager[line] = ns or 0
-        compiled: dict[int, int] = {}
-        for line, ns in self._rows(
-                "SELECT g.code_line, SUM(c.wall_ns) FROM calls c JOIN graphs g "
-                "ON g.id = c.graph_id WHERE g.code_file = ? GROUP BY g.code_line", (file,)):
-            compiled[line] = ns or 0
+        compiled = {ln: ns for (f, ln), ns in self._compiled_by_line().items() if f == file}
         found: dict[int, list[int]] = {}
         for line, fid in self._rows(
                 "SELECT f.line, d.id FROM diagnostics d JOIN frames f ON f.id = d.user_frame "

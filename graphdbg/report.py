@@ -101,7 +101,27 @@ def _document(run: Run, with_nodes: bool) -> dict:
                  for n in run.hot_nodes(20)]
     return {"schema": JSON_SCHEMA, "run": info, "graphs": graphs,
             "diagnostics": diagnostics, "eager": eager, "hot_nodes": hot_nodes,
-            "compile_times": _compile_times(run, diagnostics), "py_spy": _py_spy(run)}
+            "compile_times": _compile_times(run, diagnostics), "py_spy": _py_spy(run),
+            "compiled_lines": _compiled_lines(run), "kernels": _kernels(run)}
+
+
+def _kernels(run: Run) -> list[dict]:
+    """inductor's kernels, most total time first, with the user lines they compute."""
+    ks = sorted(run.kernel_times(), key=lambda k: -k.total_ns)[:100]
+    return [{"compile_id": k.compile_id, "graph": k.graph_id, "part": k.part, "name": k.name,
+             "handle": k.handle, "ns": k.ns, "first_ns": k.first_ns, "calls": k.calls,
+             "total_ns": k.total_ns, "lines": [{"file": f.file, "line": f.line} for f in k.frames],
+             "nodes": list(k.nodes)} for k in ks]
+
+
+def _compiled_lines(run: Run) -> list[dict]:
+    """Inductor's kernel time per user line (provenance), beside the line's
+    nodes in the eager reference run."""
+    return [{"file": c.file, "line": c.line, "function": c.function, "code": c.code,
+             "total_ns": c.total_ns, "forward_ns": c.forward_ns, "backward_ns": c.backward_ns,
+             "eager_ref_ns": c.eager_ref_ns, "compiled_slower": c.compiled_slower,
+             "kernels": list(c.kernels), "graphs": list(c.graph_ids)}
+            for c in run.compiled_lines(50)]
 
 
 def _py_spy(run: Run) -> dict | None:
@@ -257,6 +277,7 @@ def render(doc: dict, console) -> None:
                        "first took longer than the graph's ops in the eager reference run[/]")
 
     out += _compile_time_section(doc)
+    out += _compiled_lines_section(doc)
     out += _py_spy_section(doc)
 
     hot = doc.get("hot_nodes", [])[:8]
@@ -337,6 +358,38 @@ def _compile_time_section(doc: dict) -> list:
             out.append(f"[yellow]{escape(fn)}[/] at {escape(f'{brief(file)}:{line}')} compiled "
                        f"{len(cs)} times ({sum(c['total_s'] for c in cs):.2f} s)"
                        + (f": {escape('; '.join(why))}" if why else ""))
+    return out
+
+
+def _compiled_lines_section(doc: dict) -> list:
+    """Where compiled code spends its time, per user line, from inductor's
+    kernels (a fused kernel counts a share at each of its lines)."""
+    from rich.console import NewLine
+    from rich.markup import escape
+    from rich.rule import Rule
+    from rich.table import Table
+    lines = doc.get("compiled_lines") or []
+    if not lines:
+        return []
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col, just in (("where", "left"), ("total", "right"), ("fwd/call", "right"),
+                      ("eager ref", "right"), ("bwd/call", "right"), ("kernels", "left"),
+                      ("code", "left")):
+        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
+                     max_width={"kernels": 24, "code": 36}.get(col))
+    for c in lines[:10]:
+        ks = [k.removeprefix("extern_kernels.") for k in c["kernels"]]
+        t.add_row(escape(f"{brief(c['file'])}:{c['line']}"), ms(c["total_ns"]),
+                  ms(c["forward_ns"]) if c["forward_ns"] else "-",
+                  "-" if not c["eager_ref_ns"] else
+                  (f"[yellow]{ms(c['eager_ref_ns'])} ▲[/]" if c["compiled_slower"] else ms(c["eager_ref_ns"])),
+                  ms(c["backward_ns"]) if c["backward_ns"] else "-",
+                  escape(", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else "")),
+                  escape(c["code"] or ""))
+    out = [NewLine(), Rule("Compiled time per line (inductor kernels)", align="left"), t]
+    if any(c["compiled_slower"] for c in lines[:10]):
+        out.append("[dim][yellow]▲[/] the line's kernels took longer per call than its nodes in "
+                   "the eager reference run[/]")
     return out
 
 

@@ -31,6 +31,7 @@ from .eager import EagerRecorder
 from .exports import ExportRecorder
 from .findings import Findings
 from .tensors import TensorKeeper
+from .kernels import KernelTimes
 from .trace import TraceCapture
 
 SUPPORTED_TORCH = ((2, 13), (2, 15))  # [low, high), as pyproject.toml declares
@@ -66,7 +67,8 @@ class CaptureSession:
         self.findings = Findings(self.ctx)
         self.keeper = TensorKeeper(self.ctx)
         self.backend = BackendRecorder(self.ctx, self.findings, self.keeper)
-        self.trace = TraceCapture(self.ctx, self.findings)
+        self.kernels = KernelTimes(self.ctx)
+        self.trace = TraceCapture(self.ctx, self.findings, self.kernels)
         self.exports = ExportRecorder(self.ctx, self.findings)
         self._pid = os.getpid()
 
@@ -80,6 +82,7 @@ class CaptureSession:
         self.writer.set_meta(
             torch=torch.__version__, python=sys.version.split()[0], values=self.ctx.options.values,
             device=_device_description(), pid=os.getpid(), host=socket.gethostname())
+        self.kernels.install()
         self.trace.install()
         self.backend.install()
         creation.install()
@@ -109,6 +112,7 @@ class CaptureSession:
         self.trace.uninstall()
         creation.uninstall()
         self.exports.uninstall()
+        self.kernels.uninstall()
         if self in _active:
             _active.remove(self)
         if os.getpid() != self._pid:

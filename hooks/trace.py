@@ -29,6 +29,7 @@ from graphdbg.sourcemap import Frame, is_internal, original_function, parse_trac
 from .context import CaptureContext
 from .findings import Findings
 from .guards import current_value, newest_change, parse_reason
+from .kernels import KernelTimes
 
 # Kept in the run file's events table (others are dropped: chromium timing
 # events, fake-tensor descriptions and bytecode dumps are bulky and not used).
@@ -102,20 +103,27 @@ def parse_graph_break(payload: str) -> dict:
 
 
 class TraceHandler(logging.Handler):
-    def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
+    def __init__(self, ctx: CaptureContext, findings: Findings, kernels: KernelTimes | None = None) -> None:
         super().__init__(level=logging.DEBUG)
         self.ctx = ctx
         self.findings = findings
+        self.kernels = kernels
         self._strings: dict[int, str] = {}
         self._open: dict[tuple, float] = {}     # (compile id, thread) -> start of a C++ compile
         self._cpp_s: dict[str, float] = {}      # compile id -> seconds in C++ compiles
 
     def emit(self, record: logging.LogRecord) -> None:
         ctx = self.ctx
-        if not ctx.active or ctx.in_own_work:  # graphdbg's own compiles are not the program's
+        if not ctx.active:
             return
         try:
-            self._handle(getattr(record, "metadata", {}) or {}, getattr(record, "payload", None))
+            md = getattr(record, "metadata", {}) or {}
+            if ctx.in_own_work:  # graphdbg's own compiles are not the program's, but
+                # a compiled graph's backward that our gradient check compiled first is
+                if self.kernels is not None and _compile_id(md) is not None:
+                    self._kernel_event(md, getattr(record, "payload", None))
+                return
+            self._handle(md, getattr(record, "payload", None))
         except Exception as exc:
             ctx.internal_error("trace handler", exc)
 
@@ -148,6 +156,20 @@ class TraceHandler(logging.Handler):
             self._metrics(md["compilation_metrics"], cid)
         elif key == "chromium_event" and payload and cid and _TIMED_EVENT in payload:
             self._timed(payload, cid)
+        elif self.kernels is not None:
+            self._kernel_event(md, payload)
+
+    def _kernel_event(self, md: dict, payload: str | None) -> None:
+        """Inductor's output code and provenance, for the kernel times."""
+        kernels = self.kernels
+        if "inductor_output_code" in md:
+            kernels.output_code(_compile_id(md), md, payload)
+        elif "artifact" in md:
+            name = md["artifact"].get("name")
+            if name == "inductor_provenance_tracking_kernel_stack_traces":
+                kernels.stack_traces(payload)
+            elif name == "inductor_provenance_tracking_node_mappings":
+                kernels.node_mappings(payload)
 
     def _timed(self, payload: str, cid: str) -> None:
         """torch's timing events of a compile: the C++ compiles (inductor's
@@ -340,8 +362,8 @@ class TraceCapture:
     """Installs both handlers, and re-installs ours if the program resets
     torch's logging (``torch._logging.set_logs`` clears trace handlers)."""
 
-    def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
-        self.handler = TraceHandler(ctx, findings)
+    def __init__(self, ctx: CaptureContext, findings: Findings, kernels: KernelTimes | None = None) -> None:
+        self.handler = TraceHandler(ctx, findings, kernels)
         self.limit_handler = RecompileLimitHandler(ctx, findings)
         self._orig_init_logs = None
         self._limit_logger = logging.getLogger("torch._dynamo.convert_frame")

@@ -53,6 +53,32 @@ def test_mlp_under_inductor(runs):
         assert p["cache"] + p["cpp"] > 0 and p["lowering"] == 0
     assert re.search(r"^Compile time \([\d.]+ s in 1 compile\)", text, re.M)
 
+    # compiled time per line, from inductor's kernels: every line of forward that
+    # computes something has kernels, the hottest is named in the report
+    lines = doc["compiled_lines"]
+    fwd = {ln for ln, code in enumerate(sample.read_text().splitlines(), 1)
+           if "self.fc" in code and "nn.Linear" not in code}
+    assert {(c["file"], c["line"]) for c in lines} == {(str(sample), ln) for ln in fwd}
+    assert all(c["total_ns"] > 0 and c["forward_ns"] > 0 and c["backward_ns"] == 0 for c in lines)
+    assert lines == sorted(lines, key=lambda c: -c["total_ns"])
+    g = doc["graphs"][0]
+    kernels = doc["kernels"]
+    assert kernels and {k["part"] for k in kernels} == {"inference"}
+    assert all(k["calls"] == g["calls"] and k["graph"] == 1 for k in kernels)
+    assert any(k["name"].startswith("extern_kernels.") for k in kernels)
+    # a call's kernels take less than the whole call
+    assert sum(k["ns"] for k in kernels) < g["total_call_ns"] / g["calls"]
+    top = lines[0]
+    assert re.search(rf"^Compiled time per line \(inductor kernels\).*\n.*\n"
+                     rf"mlp_clean\.py:{top['line']}\s+[\d.]+ [mµ]?s", text, re.M)
+    # the same program again: inductor's FX graph cache serves the compile, and
+    # the kernels' provenance comes with it
+    again = runs.graphdbg("mlp_clean", "--save", "again.safetensors").ok().doc
+    (c2,) = again["compile_times"]
+    assert c2["fx_cache"]["hits"] or c2["aot_cache"]["hits"]
+    assert [(k["name"], k["handle"], k["lines"]) for k in sorted(again["kernels"], key=lambda k: k["handle"])] \
+        == [(k["name"], k["handle"], k["lines"]) for k in sorted(kernels, key=lambda k: k["handle"])]
+
 
 @group("train_loop-inductor")
 def test_training_loop_under_inductor_is_bitwise_unchanged(runs):
@@ -68,6 +94,14 @@ def test_training_loop_under_inductor_is_bitwise_unchanged(runs):
     # show up as eager ops (they would carry the model's module paths)
     assert query(r.run, "SELECT COUNT(*) AS n FROM ops")[0]["n"] > 100
     assert query(r.run, "SELECT COUNT(*) AS n FROM ops WHERE module_path IS NOT NULL")[0]["n"] == 0
+    # kernel times of the forward and the backward, each counted in the
+    # program's 5 steps (the gradient check's own backward call not among them)
+    ks = doc["kernels"]
+    assert {k["part"] for k in ks} == {"forward", "backward"}
+    assert {k["calls"] for k in ks} == {5}
+    sample = str(SAMPLES / "train_loop.py")
+    assert all(ln["file"] == sample for k in ks for ln in k["lines"])
+    assert all(c["backward_ns"] > 0 for c in doc["compiled_lines"][:1])
 
 
 def inductor_doc(runs, name: str) -> dict:

@@ -76,6 +76,9 @@ class RunCommand:
                               "an eager run of a compiled program, for `graphdbg diff`")
         run.add_argument("--no-eager", dest="eager", action="store_false",
                          help="do not record eager aten ops (compiled side only)")
+        run.add_argument("--no-kernel-times", dest="kernel_times", action="store_false",
+                         help="do not time inductor's kernels per source line (that turns on "
+                              "inductor's provenance tracking, which is part of its cache key)")
         run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
                          help="eager ops recorded one row each (later ones only counted "
                               "and timed in the per-op summary; default 200000)")
@@ -128,7 +131,7 @@ class RunCommand:
         from ..options import CaptureOptions
         from ..runner import run_program
         options = CaptureOptions(
-            values=args.values, eager=args.eager, max_ops=args.max_ops, keep=args.keep,
+            values=args.values, eager=args.eager, kernel_times=args.kernel_times, max_ops=args.max_ops, keep=args.keep,
             tensor_budget=int(args.tensor_budget * 2**20), compare=args.compare,
             compare_first=args.compare_first, compare_every=args.compare_every,
             rtol=args.rtol, atol=args.atol, localize=args.localize,

@@ -30,7 +30,7 @@ _VOLATILE = {"started_at", "ended_at", "wall_s", "cwd", "file", "compile_time_s"
              "backend_time_s", "total_call_ns", "min_call_ns", "max_call_ns", "eager_ns",
              "total_ns", "seconds", "traceback", "top_ops", "hot_nodes", "device", "pid",
              "host", "compile_times", "py_spy", "eager_ref_ns", "steady_call_ns", "compiled_slower",
-             "profile", "py_spy_error"}
+             "profile", "py_spy_error", "compiled_lines", "kernels"}
 _ADDR = re.compile(r"0x[0-9a-f]{6,}")
 
 
