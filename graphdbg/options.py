@@ -23,6 +23,7 @@ class CaptureOptions:
     compare: bool = True              # check compiled graphs against eager
     compare_first: int = 3            # ... on their first N calls
     compare_every: int = 0            # ... and every N-th call after (0: never)
+    compare_memory: float | None = None  # MiB a check may take (None: half the free memory)
     rtol: float | None = None         # tolerances of that check (None: per dtype)
     atol: float | None = None
     localize: str = "auto"            # auto (intermediate outputs, then bisection) | bisect

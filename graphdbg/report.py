@@ -167,7 +167,7 @@ def _counts_line(doc: dict) -> str:
     for kind, label in (("graph_break", "graph break"), ("recompile", "recompile"),
                         ("compile_error", "compile error"), ("malformed_graph", "malformed graph"),
                         ("divergence", "divergence"), ("nan_inf", "NaN/Inf"),
-                        ("runtime_error", "runtime error")):
+                        ("runtime_error", "runtime error"), ("check_skipped", "graph not checked")):
         items = by_kind.get(kind)
         if items:
             n = sum(d["count"] for d in items)

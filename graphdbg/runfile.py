@@ -98,7 +98,7 @@ DIAG_COLUMNS = ("id", "key", "kind", "severity", "message", "reason", "hint",
                 "compile_ids", "detail")
 
 DIAGNOSTIC_KINDS = ("graph_break", "recompile", "compile_error",
-                    "malformed_graph", "divergence", "nan_inf", "runtime_error")
+                    "malformed_graph", "divergence", "nan_inf", "runtime_error", "check_skipped")
 
 
 def dumps(value: Any) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
+from . import checkcost
 from .context import CaptureContext
 from .findings import Findings
 from .gradients import (compare_gradients, eager, grad_inputs, gradients_of, judge_gradients,
@@ -71,6 +72,7 @@ class DivergenceChecker:
         self.disabled = False
         self.grads_checked = False
         self.values_localized = False
+        self.budget_checked = False
 
     # -- per call ---------------------------------------------------------------------
     def wants(self, call_idx: int) -> bool:
@@ -81,9 +83,19 @@ class DivergenceChecker:
             return True
         return bool(o.compare_every) and call_idx % o.compare_every == 0
 
-    def before_call(self, args: tuple) -> tuple:
+    def before_call(self, args: tuple) -> tuple | None:
         """What the reference needs, taken before the compiled call runs: the
-        inputs only if the graph may change them, the RNG state, grad mode."""
+        inputs only if the graph may change them, the RNG state, grad mode.
+        None when the check would not fit in its memory budget (then it is
+        off for this graph, with a note)."""
+        if not self.budget_checked:
+            self.budget_checked = True
+            need = checkcost.estimate(self.gm, args)
+            limit, what = checkcost.budget(self.ctx.options.compare_memory, args)
+            if limit is not None and need > limit:
+                self.disabled = True
+                self.findings.check_skipped(self.graph_id, need, limit, what)
+                return None
         return (clone_inputs(args) if self.needs_clone else None), rng_state(), torch.is_grad_enabled()
 
     def after_call(self, call_idx: int, snapshot: tuple, args: tuple, compiled_out: Any,
@@ -103,12 +115,6 @@ class DivergenceChecker:
                 self.disabled = True
                 self.ctx.internal_error(f"eager reference of graph {self.graph_id}", exc)
                 return
-            set_rng(rng)
-            judge = RecordingInterpreter(self.gm, float64=True)
-            try:
-                judge_out = flat(judge.run(*clone_inputs(inputs)))
-            except Exception:
-                judge = None  # some graphs have no float64 meaning (dtype-specific ops)
         self.checked += 1
         if self.checked == 1:
             for name, ns in ref.times_ns.items():
@@ -120,22 +126,22 @@ class DivergenceChecker:
         # outputs as the graph returns them (a node's recorded value is as it
         # was when the node ran, before later in-place writes)
         compiled, eager = flat(compiled_out), flat(ref_out)
-        judged = judge_out if judge is not None else [None] * len(eager)
-        found = worst(
-            (finding(c, e, j if name else None, self.tol), (name, Checked(output=i)))
-            for i, (c, e, j, name) in enumerate(zip(compiled, eager, judged, output_names(self.gm))))
-        if found is None and self.needs_clone:
-            # inputs the graph mutated: the program's tensors now vs the reference's
-            found = next(((d, (None, Checked(mutated_input=i)))
-                          for i, (now, ref_in) in enumerate(zip(args, ref_inputs))
-                          if isinstance(now, torch.Tensor) and isinstance(ref_in, torch.Tensor)
-                          and (d := finding(now, ref_in, tol=self.tol)) is not None), None)
+        judge, judged = None, [None] * len(eager)
+        found = self._compare(compiled, eager, judged, args, ref_inputs)
+        if found is not None:
+            # they differ beyond tolerance: the float64 judge (run only now, it
+            # costs about two eager runs) says whether it is precision
+            judge, judged = self._judge(inputs, rng, len(eager))
+            found = self._compare(compiled, eager, judged, args, ref_inputs)
         if found is None:
             if self.checked == 1:
                 self._node_values(call_idx, ref, judge, compiled, eager, judged)
             self._aliasing(call_idx, compiled, eager, args, ref_inputs)
             if grad_mode and compiled_fn is not None and not self.grads_checked:
                 self.grads_checked = True
+                # the reference's values are not needed past here: free them
+                # before the gradients' own forward and backward runs
+                ref = judge = ref_inputs = ref_out = eager = judged = None
                 self._gradients(call_idx, inputs, rng, compiled_fn)
             return
         d, (name, what) = found
@@ -158,6 +164,32 @@ class DivergenceChecker:
             self._report(call_idx, what, d, loc)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
                 self._compiled_nonfinite(loc.node, call_idx, compiled, args)
+
+    def _compare(self, compiled: list, eager: list, judged: list, args: tuple,
+                 ref_inputs: list) -> tuple | None:
+        """The worst output difference that is a finding; else, for a graph
+        that writes its inputs, the first written input that differs."""
+        found = worst(
+            (finding(c, e, j if name else None, self.tol), (name, Checked(output=i)))
+            for i, (c, e, j, name) in enumerate(zip(compiled, eager, judged, output_names(self.gm))))
+        if found is None and self.needs_clone:
+            # inputs the graph mutated: the program's tensors now vs the reference's
+            found = next(((d, (None, Checked(mutated_input=i)))
+                          for i, (now, ref_in) in enumerate(zip(args, ref_inputs))
+                          if isinstance(now, torch.Tensor) and isinstance(ref_in, torch.Tensor)
+                          and (d := finding(now, ref_in, tol=self.tol)) is not None), None)
+        return found
+
+    def _judge(self, inputs: list, rng: tuple, n_out: int) -> tuple:
+        """The graph in float64 on the same inputs and random draws: the
+        interpreter (its values kept, for localisation) and its outputs."""
+        with preserved_rng(), torch.no_grad():
+            set_rng(rng)
+            judge = RecordingInterpreter(self.gm, float64=True)
+            try:
+                return judge, flat(judge.run(*clone_inputs(inputs)))
+            except Exception:  # some graphs have no float64 meaning (dtype-specific ops)
+                return None, [None] * n_out
 
     def _node_values(self, call_idx: int, ref: RecordingInterpreter,
                      judge: RecordingInterpreter | None, compiled: list, eager: list,
@@ -202,7 +234,9 @@ class DivergenceChecker:
         try:
             g_c = gradients_of(compiled_fn, inputs, rng)
             g_e = gradients_of(eager(self.gm), inputs, rng)
-            final = compare_gradients(g_c, g_e, judge_gradients(self.gm, inputs, rng), self.tol)
+            final = compare_gradients(g_c, g_e, None, self.tol)
+            if final is not None:  # the float64 judge only when they differ
+                final = compare_gradients(g_c, g_e, judge_gradients(self.gm, inputs, rng), self.tol)
         except Exception as exc:
             self.ctx.internal_error(f"gradient check of graph {self.graph_id}", exc)
             return

@@ -289,6 +289,22 @@ class Findings:
             detail={"classification": "aliasing", "call": call_idx, "output": output,
                     "compiled_aliases_input": compiled, "eager_aliases_input": eager})
 
+    def check_skipped(self, graph_id: int, need: int, limit: int, what: str) -> None:
+        """Graph ``graph_id`` is not checked against eager: the check would take
+        more memory than its budget."""
+        from .checkcost import human
+        g = self.ctx.graphs[graph_id]
+        user_id = self.writer.frame_id(g.code_file, g.code_line, g.code_name or "?") \
+            if g.code_file else None
+        self._add(
+            f"check_skipped|{graph_id}", kind="check_skipped", severity="info",
+            message=f"graph {graph_id} ({g.code_name or '?'}) was not checked against eager: the "
+                    f"check needs about {human(need)}, over its budget of {human(limit)} ({what})",
+            hint="Check a smaller piece: graphdbg.compare(submodule, *inputs) on one block, or a "
+                 "smaller batch; or give the check more room with --compare-memory MIB.",
+            user_frame=user_id, graph_id=graph_id,
+            detail={"need_bytes": need, "budget_bytes": limit, "budget": what})
+
     def nonfinite(self, graph_id: int, node, where: str, call_idx: int, *, value: str = "NaN/Inf",
                   reaches: str | None = None, from_inf=None, direction: str = "forward",
                   gradient_of: list[str] | None = None, compiled_too: bool | None = None,

@@ -2,7 +2,8 @@
 file's ``node_values`` table (the TUI's diff view reads it).
 
 For every compute node whose eager-reference value is a tensor: the
-reference's value summary, the float64 judge's, and the eager-vs-float64
+reference's value summary and, when the float64 judge ran (only when
+compiled and eager differed somewhere), the judge's and the eager-vs-float64
 distance (rmse). Compiled values are known only for the graph's outputs
 (the compiled call returned them) and, after a divergence, for the
 intermediates that localisation compiled as extra outputs; for those the

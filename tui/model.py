@@ -27,10 +27,12 @@ VIEW_TITLES = {"problems": "Problems", "graphs": "Graphs", "source": "Source",
 ICONS = {"error": "✖", "warning": "▲", "info": "●"}
 KIND_LABELS = {"graph_break": "graph break", "recompile": "recompile",
                "compile_error": "compile error", "malformed_graph": "malformed graph",
-               "divergence": "divergence", "nan_inf": "NaN/Inf", "runtime_error": "runtime error"}
+               "divergence": "divergence", "nan_inf": "NaN/Inf", "runtime_error": "runtime error",
+               "check_skipped": "not checked"}
 # letters of the source gutter, one per finding kind
 KIND_MARKS = {"graph_break": "B", "recompile": "R", "compile_error": "C",
-              "malformed_graph": "M", "divergence": "D", "nan_inf": "N", "runtime_error": "E"}
+              "malformed_graph": "M", "divergence": "D", "nan_inf": "N", "runtime_error": "E",
+              "check_skipped": "S"}
 
 
 def where(file: str | None, line: int | None) -> str:

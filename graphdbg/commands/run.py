@@ -12,7 +12,7 @@ from . import UsageError
 
 # options of `graphdbg run` that take a value (the argv split must skip it)
 _VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
-               "--compare-first", "--compare-every", "--rtol", "--atol", "--localize",
+               "--compare-first", "--compare-every", "--compare-memory", "--rtol", "--atol", "--localize",
                "--stance", "--py-spy-rate", "--profile-steps"}
 
 
@@ -60,6 +60,11 @@ class RunCommand:
                               "node by node, judged in float64 (default 3)")
         run.add_argument("--compare-every", type=int, default=0, metavar="N",
                          help="also check every N-th later call (default: only the first ones)")
+        run.add_argument("--compare-memory", type=float, metavar="MIB",
+                         help="most memory a graph's check against eager may take (its eager "
+                              "reference's values and input clones, known from the graph's "
+                              "shapes before it runs); over it the graph is not checked, with a "
+                              "note (default: half the free memory)")
         run.add_argument("--rtol", type=float, metavar="X",
                          help="relative tolerance of the eager check (default per dtype: "
                               "float32 1e-4, bfloat16 1.6e-2, float16 1e-3)")
@@ -134,6 +139,7 @@ class RunCommand:
             values=args.values, eager=args.eager, kernel_times=args.kernel_times, max_ops=args.max_ops, keep=args.keep,
             tensor_budget=int(args.tensor_budget * 2**20), compare=args.compare,
             compare_first=args.compare_first, compare_every=args.compare_every,
+            compare_memory=args.compare_memory,
             rtol=args.rtol, atol=args.atol, localize=args.localize,
             check_graphs=args.check_graphs)
         from ..runner import default_output
