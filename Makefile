@@ -9,7 +9,7 @@ SHELL  := /bin/bash
 # packages; pip warns once per package. The filter keeps pip's exit status.
 PIP_FILTER := grep -v "is ignored: it is neither a file nor a directory"
 
-.PHONY: demo test install clean
+.PHONY: demo test bench install clean
 
 install: $(STAMP)
 
@@ -22,6 +22,13 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/graphdbg run -o showcase.run samples/showcase.py
 	$(BIN)/graphdbg report showcase.run
+
+# graphdbg's overheads against peers and plain runs, one table (about 10 minutes
+# here; benchmarks/bench.py --help: --quick and --only SECTION for development,
+# e.g. make bench BENCH_ARGS="--quick --only capture").
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 # pytest exits 5 when it collected no test: we say so loudly but let every
 # other non-zero status (failures, errors, interrupts) fail the target.

@@ -17,21 +17,25 @@ import argparse
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 
-def gpt2_like():
+def gpt2_like(batch: int = 2, seq: int = 64, n_layer: int = 4, n_embd: int = 256):
+    """A no-grad forward of a GPT-2-like model (random weights, no download)."""
     from transformers import GPT2Config, GPT2LMHeadModel
-    cfg = GPT2Config(n_layer=4, n_embd=256, n_head=4, vocab_size=1000, n_positions=128,
+    cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=4, vocab_size=1000,
+                     n_positions=max(128, seq), bos_token_id=999, eos_token_id=999,
                      attn_implementation="eager")
     model = GPT2LMHeadModel(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (2, 64))
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq))
 
     def step():
         with torch.no_grad():
             return model(ids).logits
+    step.model, step.ids = model, ids
     return step
 
 
@@ -53,29 +57,36 @@ def timed(fn, reps: int) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-def measure(name: str, fn, tier: str, rounds: int, reps: int, warm: bool = False) -> dict:
+@contextmanager
+def capture_session(path: str, tier: str, max_ops: int = 10_000_000):
+    """A graphdbg capture session writing `path`, as `graphdbg run --values TIER`
+    starts one; yields the session."""
     from graphdbg.hooks import CaptureSession
     from graphdbg.options import CaptureOptions
     from graphdbg.runfile import RunWriter
 
+    session = CaptureSession(RunWriter(path), CaptureOptions(values=tier, max_ops=max_ops))
+    session.start()
+    try:
+        yield session
+    finally:
+        session.stop(exit_status=0, status="complete")
+
+
+def measure(name: str, fn, tier: str, rounds: int, reps: int, warm: bool = False) -> dict:
     fn()  # warm up
     ratios, plain_s, captured_s, ops = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             plain = timed(fn, reps)
-            session = CaptureSession(RunWriter(str(Path(tmp) / f"{name}{r}.run")),
-                                     CaptureOptions(values=tier, max_ops=10_000_000))
-            session.start()
-            mode = session.ctx.eager_mode
-            try:
+            with capture_session(str(Path(tmp) / f"{name}{r}.run"), tier) as session:
+                mode = session.ctx.eager_mode
                 if warm:  # steady state: first-call interning and naming done
                     fn()
                     rows0 = mode.rows if mode is not None else 0
                 else:
                     rows0 = 0
                 captured = timed(fn, reps)
-            finally:
-                session.stop(exit_status=0, status="complete")
             ops.append((mode.rows - rows0) / reps if mode is not None else 0)
             ratios.append(captured / plain)
             plain_s.append(plain)

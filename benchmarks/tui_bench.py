@@ -72,7 +72,7 @@ def _timed(cls, name: str, sink: list) -> None:
     setattr(cls, name, wrapper)
 
 
-async def _session(path: str) -> dict:
+async def _session(path: str, first_paint_only: bool = False) -> dict:
     from textual.widgets import DataTable
 
     from graphdbg.tui import app as tui_app
@@ -89,6 +89,12 @@ async def _session(path: str) -> dict:
         problems = app.screen.query_one("#problems-table", DataTable)
         await _until(pilot, lambda: problems.row_count > 0)
         out["first_paint_s"] = time.perf_counter() - t0
+        if first_paint_only:
+            # let the loads started at mount finish: leaving while a worker's
+            # result is on its way fails in its handler (the widgets are gone)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            return out
 
         await pilot.press("slash")
         for ch in "divergence":
@@ -134,8 +140,8 @@ async def _session(path: str) -> dict:
     return out
 
 
-def child(path: str) -> None:
-    print(json.dumps(asyncio.run(_session(path))))
+def child(path: str, first_paint_only: bool = False) -> None:
+    print(json.dumps(asyncio.run(_session(path, first_paint_only))))
 
 
 class _Terminal:
@@ -234,9 +240,10 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--no-tmux", action="store_true", help="skip the real-terminal figures")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--first-paint-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.first_paint_only)
         return
     for name in ("small", "full"):
         path = ensure(name, args.rebuild)

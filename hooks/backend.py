@@ -125,6 +125,16 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     return f"{name} (called)", called, root
 
 
+STATS_FIRST_CALLS = 8     # every compiled call's outputs summarised up to here,
+STATS_EVERY = 64          # then every 64th: statistics cost more than a small graph's call
+
+
+def summarized_call(call_idx: int) -> bool:
+    """Whether a compiled call's output statistics are recorded (its time and
+    output shapes always are)."""
+    return call_idx < STATS_FIRST_CALLS or call_idx % STATS_EVERY == 0
+
+
 class BackendRecorder:
     def __init__(self, ctx: CaptureContext, findings: Findings, keeper: TensorKeeper) -> None:
         self.ctx = ctx
@@ -313,8 +323,14 @@ class BackendRecorder:
         if not ctx.active:
             return
         values = ctx.options.values
-        outputs = []
         tensors = tensorstats.flat_tensors(out)
+        if values == "none" or not summarized_call(call_idx):
+            # steady state: every call's time and output shapes, statistics sampled
+            text = "[" + ",".join(['{"shape":%s,"dtype":%s,"stats":null}' % tensorstats.describe_json(t)[:2]
+                                   for t in tensors]) + "]"
+            ctx.writer.add("calls", (ctx.next_seq(), graph_id, call_idx, wall_ns, text))
+            return
+        outputs = []
         for t in tensors:
             shape, dtype = tensorstats.describe(t)
             outputs.append({"shape": shape, "dtype": dtype,
