@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 import torch
@@ -39,7 +40,7 @@ from .gradients import (compare_gradients, eager, grad_inputs, gradients_of, jud
                         nonfinite_gradients)
 from .interpreter import NAN, RecordingInterpreter, nonfinite_flags
 from .localize import Localization, Localizer, PrefixGradients
-from .nodevalues import node_value_rows
+from .nodevalues import node_value_rows, value_summary
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mutates_inputs,
                         output_names, preserved_rng, rng_state, set_rng)
@@ -105,20 +106,25 @@ class DivergenceChecker:
             inputs = list(args)
         # The reference always works on clones: a missed in-place op must never
         # reach the program's own tensors.
-        with preserved_rng(), torch.no_grad():
-            set_rng(rng)
-            ref_inputs = clone_inputs(inputs)
-            ref = RecordingInterpreter(self.gm)
-            try:
-                ref_out = ref.run(*ref_inputs)
-            except Exception as exc:
-                self.disabled = True
-                self.ctx.internal_error(f"eager reference of graph {self.graph_id}", exc)
-                return
+        # the reference first runs lean: values freed after their last use,
+        # each node's summary kept (first checked call); it runs again whole
+        # only when something differs or is NaN/Inf
+        tier = self.ctx.options.values
+        summarize = None
+        if self.checked == 0 and tier != "none":
+            summarize = partial(value_summary, tier="health" if tier == "health" else "stats")
+        try:
+            ref, ref_out, ref_inputs = self._reference(inputs, rng, lean=True, summarize=summarize)
+        except Exception as exc:
+            self.disabled = True
+            self.ctx.internal_error(f"eager reference of graph {self.graph_id}", exc)
+            return
         self.checked += 1
         if self.checked == 1:
             for name, ns in ref.times_ns.items():
                 self.ctx.writer.add("node_times", (self.graph_id, name, ns))
+        if ref.lean and any(ref.flags.values()):  # NaN/Inf: where they come from needs every value
+            ref, ref_out, ref_inputs = self._reference(inputs, rng)
         origin = ref.nonfinite_origin()
         if origin is not None:
             self._nonfinite(origin[0], "eager", call_idx, *origin[1:])
@@ -130,7 +136,11 @@ class DivergenceChecker:
         found = self._compare(compiled, eager, judged, args, ref_inputs)
         if found is not None:
             # they differ beyond tolerance: the float64 judge (run only now, it
-            # costs about two eager runs) says whether it is precision
+            # costs about two eager runs) says whether it is precision, and
+            # localisation needs every value of the reference
+            if ref.lean:
+                ref, ref_out, ref_inputs = self._reference(inputs, rng, summaries=ref.summaries)
+                eager = flat(ref_out)
             judge, judged = self._judge(inputs, rng, len(eager))
             found = self._compare(compiled, eager, judged, args, ref_inputs)
         if found is None:
@@ -179,6 +189,18 @@ class DivergenceChecker:
                           if isinstance(now, torch.Tensor) and isinstance(ref_in, torch.Tensor)
                           and (d := finding(now, ref_in, tol=self.tol)) is not None), None)
         return found
+
+    def _reference(self, inputs: list, rng: tuple, lean: bool = False, summarize=None,
+                   summaries: dict | None = None) -> tuple:
+        """The graph run eagerly on clones of the inputs and the compiled call's
+        random draws: (interpreter, its output, the clones)."""
+        with preserved_rng(), torch.no_grad():
+            set_rng(rng)
+            ref_inputs = clone_inputs(inputs)
+            ref = RecordingInterpreter(self.gm, lean=lean, summarize=summarize)
+            if summaries is not None:  # a lean first run's summaries: not computed again
+                ref.summaries = summaries
+            return ref, ref.run(*ref_inputs), ref_inputs
 
     def _judge(self, inputs: list, rng: tuple, n_out: int) -> tuple:
         """The graph in float64 on the same inputs and random draws: the

@@ -58,7 +58,7 @@ def eager(gm: torch.fx.GraphModule, float64: bool = False) -> Callable:
     """``gm`` interpreted eagerly (in float64 for the judge)."""
     if float64:
         return lambda *a: RecordingInterpreter(gm, float64=True).run(*a)
-    return lambda *a: RecordingInterpreter(gm, health=False).run(*a)
+    return lambda *a: RecordingInterpreter(gm, health=False, lean=True).run(*a)
 
 
 def gradients_of(run: Callable, inputs: list, rng: tuple, float64: bool = False) -> list | None:

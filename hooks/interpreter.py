@@ -20,6 +20,7 @@ import torch.fx
 from .subgraphs import flat, written_node
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+_COMPUTE = ("call_function", "call_method", "call_module")
 _CAST_METHODS = {"half", "bfloat16", "float", "double"}
 
 
@@ -50,11 +51,23 @@ class RecordingInterpreter(torch.fx.Interpreter):
     float64, the way PyTorch's own accuracy checks build their reference.
     ``health`` (default: not for the float64 judge) notes which values hold
     NaN or Inf, for `nonfinite_origin`.
+
+    ``lean`` (graphs without in-place writes only): values are freed after
+    their last use, as ``torch.fx.Interpreter`` can, and not kept in
+    ``values``; ``summarize(value)``, if given, is kept per node in
+    ``summaries`` instead (values without data are left out). The check's
+    first pass: it needs the outputs and each node's summary, and pays for
+    every value only when something differs (then it runs again, whole).
     """
 
     def __init__(self, gm: torch.fx.GraphModule, *, float64: bool = False,
-                 overrides: dict[str, Any] | None = None, health: bool | None = None) -> None:
-        super().__init__(gm, garbage_collect_values=False)
+                 overrides: dict[str, Any] | None = None, health: bool | None = None,
+                 lean: bool = False, summarize=None) -> None:
+        writes = {n: w for n in gm.graph.nodes if (w := written_node(n)) is not None}
+        self.lean = lean and not writes and not overrides
+        super().__init__(gm, garbage_collect_values=self.lean)
+        self.summaries: dict[str, Any] | None = {} if self.lean and summarize is not None else None
+        self._summarize = summarize
         self.float64 = float64
         self.overrides = overrides or {}
         self.health = not float64 if health is None else health
@@ -64,7 +77,7 @@ class RecordingInterpreter(torch.fx.Interpreter):
         self.current: torch.fx.Node | None = None
         self.result: Any = None
         # in-place writes: node -> the node whose tensor it writes
-        self.writes = {n: w for n in gm.graph.nodes if (w := written_node(n)) is not None}
+        self.writes = writes
         self.as_ran: set[str] = set()                  # values copied before a later write
         self.seen: dict[str, dict[str, Any]] = {}      # node -> {input: value it read}
         self._order: dict[str, int] = {}
@@ -94,6 +107,14 @@ class RecordingInterpreter(torch.fx.Interpreter):
         self.times_ns[n.name] = time.perf_counter_ns() - t0
         if self.float64 and n.op in ("placeholder", "get_attr"):
             out = _up(out)
+        if self.lean:
+            if self.health and n.op != "output":
+                self.flags[n.name] = nonfinite_flags(out)
+            if self.summaries is not None and n.op in _COMPUTE:
+                s = self._summarize(out)
+                if s is not None:
+                    self.summaries[n.name] = s
+            return out
         self.values[n.name] = out
         self._after(n, out, written)
         return out

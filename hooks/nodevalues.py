@@ -53,6 +53,11 @@ def _has_data(value: Any) -> bool:
     return True
 
 
+def value_summary(value: Any, tier: str) -> dict | None:
+    """A node value's summary for the table (None: a value without data)."""
+    return _stats(value, tier)
+
+
 def _stats(value: Any, tier: str) -> dict | None:
     if not _has_data(value):
         return None
@@ -149,16 +154,21 @@ def node_value_rows(graph_id: int, call_idx: int, gm: torch.fx.GraphModule, ref,
     diverged = loc is not None
     first = getattr(loc, "node", None) if loc is not None else None
     rows = []
+    summaries = ref.summaries  # a lean reference kept summaries, not values
     for node in gm.graph.nodes:
         if node.op not in COMPUTE_OPS:
             continue
         name = node.name
         e = ref.values.get(name)
-        if not _has_data(e):
+        if summaries is not None and name in summaries:
+            eager_stats = summaries[name]
+        elif _has_data(e):
+            eager_stats = _stats(e, tier)
+        else:
             continue  # non-tensor values (sizes, tuples picked apart by getitem), and
             # tensors without storage (functional wrappers inside higher-order ops)
         j = judge.values.get(name) if judge is not None else None
-        eager_stats, fp64_stats = _stats(e, tier), _stats(j, tier)
+        fp64_stats = _stats(j, tier)
         e_vs_j = _distance(j, e)
         status, kind, source = (NOT_COMPARED if diverged else OK), None, None
         max_abs = max_rel = c_vs_j = None
