@@ -296,6 +296,9 @@ class Recorder:
     def run(self) -> Run:
         """The run so far (open it in a `with`)."""
         if self._session is not None:
+            # gradient checks wait for a graph's next call (memory): an
+            # assertion now must see them
+            self._session.backend.finish_checks()
             self._session.writer.flush()
         if not self.started:
             raise RuntimeError("the graphdbg recorder has not started: it records the test "

@@ -140,6 +140,7 @@ class BackendRecorder:
         self.ctx = ctx
         self.findings = findings
         self.keeper = keeper
+        self.checkers: dict[int, Any] = {}   # graph id -> DivergenceChecker
         self._orig: Callable | None = None
 
     def install(self) -> None:
@@ -154,7 +155,20 @@ class BackendRecorder:
         __call__._graphdbg_hook = True
         WrapBackendDebug.__call__ = __call__
 
+    def finish_checks(self) -> None:
+        """Gradient checks still pending at the end (graphs not called again),
+        on the checked calls' own inputs."""
+        ctx = self.ctx
+        for checker in self.checkers.values():
+            if checker.pending_grads is not None:
+                with ctx.own_work():
+                    try:
+                        checker.pending_gradients()
+                    except Exception as exc:
+                        ctx.internal_error("gradient check", exc)
+
     def uninstall(self) -> None:
+        self.checkers = {}
         if self._orig is not None:
             WrapBackendDebug.__call__ = self._orig
             self._orig = None
@@ -180,8 +194,8 @@ class BackendRecorder:
                 def compile_user(g, inputs, _orig=orig, _w=wrapper, _kw=kwargs):
                     return _orig(_w, g, inputs, **_kw)
 
-                checker = DivergenceChecker(ctx, self.findings, graph_id, untouched, compile_user,
-                                            graph.backend or "")
+                checker = self.checkers[graph_id] = DivergenceChecker(
+                    ctx, self.findings, graph_id, untouched, compile_user, graph.backend or "")
             except Exception as exc:
                 ctx.internal_error("graph checker", exc)
         self._lint(graph_id, gm, example_inputs, "dynamo graph")
@@ -284,6 +298,12 @@ class BackendRecorder:
         with ctx.compiled_code():
             call_idx = next(counter)
             snapshot = None
+            if checker is not None and checker.pending_grads is not None and ctx.active:
+                with ctx.own_work():
+                    try:
+                        checker.pending_gradients(call_idx, args)
+                    except Exception as exc:
+                        ctx.internal_error("gradient check", exc)
             if checker is not None and ctx.active and checker.wants(call_idx):
                 try:
                     snapshot = checker.before_call(args)

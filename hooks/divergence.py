@@ -74,6 +74,7 @@ class DivergenceChecker:
         self.grads_checked = False
         self.values_localized = False
         self.budget_checked = False
+        self.pending_grads: tuple | None = None  # (call, inputs, rng, compiled fn) to check
 
     # -- per call ---------------------------------------------------------------------
     def wants(self, call_idx: int) -> bool:
@@ -148,11 +149,12 @@ class DivergenceChecker:
                 self._node_values(call_idx, ref, judge, compiled, eager, judged)
             self._aliasing(call_idx, compiled, eager, args, ref_inputs)
             if grad_mode and compiled_fn is not None and not self.grads_checked:
+                # Not now: the program's own forward activations are alive until
+                # its backward, and two more forward-backward runs on top of them
+                # would double its peak memory. Before the graph's next call (or
+                # when the session ends) they are gone.
                 self.grads_checked = True
-                # the reference's values are not needed past here: free them
-                # before the gradients' own forward and backward runs
-                ref = judge = ref_inputs = ref_out = eager = judged = None
-                self._gradients(call_idx, inputs, rng, compiled_fn)
+                self.pending_grads = (call_idx, inputs, rng, compiled_fn)
             return
         d, (name, what) = found
         key = f"{name}|{what}"
@@ -174,6 +176,18 @@ class DivergenceChecker:
             self._report(call_idx, what, d, loc)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
                 self._compiled_nonfinite(loc.node, call_idx, compiled, args)
+
+    def pending_gradients(self, call_idx: int | None = None, args: tuple | None = None) -> None:
+        """The gradient check left pending by a checked call: on the inputs of
+        call ``call_idx`` (``args``, about to run) or, at the end, on the
+        checked call's own inputs."""
+        pending, self.pending_grads = self.pending_grads, None
+        if pending is None:
+            return
+        if args is None:
+            self._gradients(*pending)
+        else:
+            self._gradients(call_idx, list(args), rng_state(), pending[3])
 
     def _compare(self, compiled: list, eager: list, judged: list, args: tuple,
                  ref_inputs: list) -> tuple | None:

@@ -99,6 +99,8 @@ class CaptureSession:
         ctx = self.ctx
         if not ctx.active:
             return
+        if os.getpid() == self._pid:
+            self.backend.finish_checks()
         ctx.active = False
         ctx.progress.end()
         mode, ctx.eager_mode = ctx.eager_mode, None
