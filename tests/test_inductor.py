@@ -71,6 +71,13 @@ def test_mlp_under_inductor(runs):
     top = lines[0]
     assert re.search(rf"^Compiled time per line \(inductor kernels\).*\n.*\n"
                      rf"mlp_clean\.py:{top['line']}\s+[\d.]+ [mµ]?s", text, re.M)
+    # the TUI's hot spots: the line's kernels beside its compiled time
+    from graphdbg.query import Run
+    from graphdbg.tui.model import HotSpots
+    with Run(str(r.run)) as run:
+        rows = {row[2]: row for row in HotSpots.load(run).line_rows()}
+    row = rows[f"mlp_clean.py:{top['line']}"]
+    assert row[4] != "-" and any(k.removeprefix("extern_kernels.") in row[5] for k in top["kernels"])
     # the same program again: inductor's FX graph cache serves the compile, and
     # the kernels' provenance comes with it
     again = runs.graphdbg("mlp_clean", "--save", "again.safetensors").ok().doc

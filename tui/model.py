@@ -708,10 +708,12 @@ class HotSpots:
     lines: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     width: int = 16
+    kernels: dict = field(default_factory=dict)   # (file, line) -> CompiledLine
 
     @classmethod
     def load(cls, run: Run, limit: int = 50) -> HotSpots:
-        return cls(run.hot_nodes(limit), run.hot_lines(limit), run.op_stats(limit))
+        return cls(run.hot_nodes(limit), run.hot_lines(limit), run.op_stats(limit),
+                   kernels={(c.file, c.line): c for c in run.compiled_lines()})
 
     def node_rows(self) -> list[tuple[str, ...]]:
         top = max((n.eager_ns or 0 for n in self.nodes), default=0)
@@ -722,8 +724,19 @@ class HotSpots:
     def line_rows(self) -> list[tuple[str, ...]]:
         top = max((t.total_ns for t in self.lines), default=0)
         return [(bar(t.total_ns, top, self.width), ms(t.total_ns), where(t.file, t.line),
-                 ms(t.eager_ns) if t.eager_ns else "-", ms(t.compiled_ns) if t.compiled_ns else "-")
+                 ms(t.eager_ns) if t.eager_ns else "-", ms(t.compiled_ns) if t.compiled_ns else "-",
+                 self._kernels(t.file, t.line))
                 for t in self.lines]
+
+    def _kernels(self, file: str, line: int | None) -> str:
+        """The line's compiled kernels (inductor), with ▲ when they are slower
+        per call than the line's ops in the eager reference run."""
+        c = self.kernels.get((file, line))
+        if c is None:
+            return "-"
+        names = [k.removeprefix("extern_kernels.") for k in c.kernels]
+        text = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+        return ("▲ " if c.compiled_slower else "") + text
 
     def op_rows(self) -> list[tuple[str, ...]]:
         top = max((o.total_ns for o in self.ops), default=0)
@@ -732,7 +745,7 @@ class HotSpots:
 
 
 HOT_NODE_COLUMNS = ("", "time", "graph", "node", "target", "where", "module")
-HOT_LINE_COLUMNS = ("", "total", "where", "eager", "compiled")
+HOT_LINE_COLUMNS = ("", "total", "where", "eager", "compiled", "kernels")
 HOT_OP_COLUMNS = ("", "total", "op", "phase", "count", "where", "module")
 
 
