@@ -153,6 +153,8 @@ class ModuleKernels:
             return fn(*args, **kwargs)
         if self.cuda:
             import torch
+            if torch.cuda.is_current_stream_capturing():  # a CUDA graph records: no events
+                return fn(*args, **kwargs)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             out = fn(*args, **kwargs)
