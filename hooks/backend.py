@@ -260,6 +260,8 @@ class BackendRecorder:
             value = node.meta.get("example_value", node.meta.get("val"))
             shapes, dtypes = _describe_value(value)
             user_id, stack, mpath, mcls = node_source(w, node)
+            if user_id is not None:
+                graph.node_frames[node.name] = user_id
             w.add("nodes", (graph_id, idx, node.name, node.op, node_target(node, gm),
                             dumps(shapes), dumps(dtypes), user_id, stack, mpath, mcls,
                             _arg_text(node)))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
@@ -44,6 +44,7 @@ class GraphInfo:
     code_file: str | None = None
     code_line: int | None = None
     backend_time_s: float | None = None  # the backend's own compile, without graphdbg's recording
+    node_frames: dict = field(default_factory=dict)  # node name -> its user frame id (this run's)
 
 
 class _EagerPause:

@@ -209,25 +209,52 @@ class ModuleKernels:
             self.samples[i] = out
 
     # -- result ------------------------------------------------------------------------
+    def _frames(self, key: str, graph, writer) -> list[int]:
+        """This run's user frames of the lines a kernel computes. Inductor's
+        provenance may come from its cache, written by another run: another
+        checkout's paths, line numbers from before an edit. So the Dynamo nodes
+        it names (forward) are looked up in this run's graph, and its stack
+        traces (backward) matched to this run's node frames by function and
+        code text (the nearest line among equals); what matches nothing is
+        left out."""
+        node_frames = graph.node_frames if graph is not None else {}
+        out: list[int] = []
+        for node in self.nodes.get(key, ()):
+            fid = node_frames.get(node)
+            if fid is not None and fid not in out:
+                out.append(fid)
+        if out:
+            return out
+        by_code: dict[tuple, list[tuple[int, int]]] = {}
+        for fid in set(node_frames.values()):
+            f = writer.frame(fid)
+            if f is not None:
+                by_code.setdefault((f["function"], (f["code"] or "").strip()), []).append((f["line"], fid))
+        for text in self.traces.get(key, []):
+            frames = parse_traceback(text)
+            user = innermost_user([f for f, _ in frames])
+            if user is None:
+                continue
+            code = next((c for f, c in frames if f == user), "")
+            cands = by_code.get((user.function, code.strip()))
+            if cands:
+                fid = min(cands, key=lambda c: abs(c[0] - user.line))[1]
+                if fid not in out:
+                    out.append(fid)
+        return out
+
     def record(self, ctx: CaptureContext) -> dict | None:
         self._resolve_events()
         if self.module is None or not self.patched:
             return None
         calls_timed = min(len(s) for s in self.samples) if self.samples else 0
-        w = ctx.writer
+        graph = next((g for g in ctx.graphs.values() if g.compile_id == self.cid), None)
         kernels = []
         for (name, handle), got in zip(self.order, self.samples):
             got = got[:calls_timed] if calls_timed else got
             steady = got[1:] or got
             key = f"{name}:{handle}"
-            frames = []
-            for text in self.traces.get(key, []):
-                user = innermost_user([f for f, _ in parse_traceback(text)])
-                if user is not None:
-                    code = next((c for f, c in parse_traceback(text) if f == user), None)
-                    fid = w.frame_id(user.file, user.line, user.function, code or None)
-                    if fid not in frames:
-                        frames.append(fid)
+            frames = self._frames(key, graph, ctx.writer)
             kernels.append({"name": name, "handle": handle,
                             "ns": int(statistics.median(steady)) if steady else None,
                             "first_ns": got[0] if got else None,

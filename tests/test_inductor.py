@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import SAMPLES, group, markers, query, report_text
+from conftest import SAMPLES, group, markers, query, report_doc, report_text
 
 pytestmark = pytest.mark.inductor
 
@@ -21,7 +21,7 @@ def assert_same_outputs(plain, observed) -> None:
 
 
 @group("mlp_clean-inductor")
-def test_mlp_under_inductor(runs):
+def test_mlp_under_inductor(runs, workdir):
     sample = SAMPLES / "mlp_clean.py"
     base = runs.plain("mlp_clean", "--save", "plain.safetensors").ok()
     r = runs.graphdbg("mlp_clean", "--save", "observed.safetensors", quiet=False).ok()
@@ -78,13 +78,22 @@ def test_mlp_under_inductor(runs):
         rows = {row[2]: row for row in HotSpots.load(run).line_rows()}
     row = rows[f"mlp_clean.py:{top['line']}"]
     assert row[4] != "-" and any(k.removeprefix("extern_kernels.") in row[5] for k in top["kernels"])
-    # the same program again: inductor's FX graph cache serves the compile, and
-    # the kernels' provenance comes with it
-    again = runs.graphdbg("mlp_clean", "--save", "again.safetensors").ok().doc
+    # the same program moved to another folder, two lines lower: inductor's FX
+    # graph cache serves the compile, and the kernels' provenance comes from the
+    # cache entry, written with the old paths and lines; graphdbg places the
+    # kernels at this run's lines
+    for f in ("sample_cli.py", "mlp_clean.py"):
+        text = (SAMPLES / f).read_text()
+        (workdir / f).write_text("# moved\n# and shifted\n" + text if f == "mlp_clean.py" else text)
+    runs.spawn("-m", "graphdbg", "run", "-q", "--no-compare", "-o", "again.run", "mlp_clean.py",
+               cwd=workdir).ok()
+    again = report_doc(workdir / "again.run")
     (c2,) = again["compile_times"]
     assert c2["fx_cache"]["hits"] or c2["aot_cache"]["hits"]
+    moved = str(workdir / "mlp_clean.py")
     assert [(k["name"], k["handle"], k["lines"]) for k in sorted(again["kernels"], key=lambda k: k["handle"])] \
-        == [(k["name"], k["handle"], k["lines"]) for k in sorted(kernels, key=lambda k: k["handle"])]
+        == [(k["name"], k["handle"], [{"file": moved, "line": ln["line"] + 2} for ln in k["lines"]])
+            for k in sorted(kernels, key=lambda k: k["handle"])]
 
 
 @group("train_loop-inductor")
