@@ -3,8 +3,8 @@
 
 One pytest process runs a passing and a failing test for each marker
 argument and helper (their outcomes and failure texts are read from its
-output); two more cover the options on the command line (under xdist) and
-their ini twins. Inner runs are processes of their own: torch imported in
+output); one more covers the options' ini twins and the command line
+winning over them (under xdist). Inner runs are processes of their own: torch imported in
 an in-process run would outlive the modules pytester forgets between runs."""
 
 from __future__ import annotations
@@ -413,16 +413,17 @@ graphdbg_compare_first = 0
 """
 
 
-def test_options_on_the_command_line_under_xdist(pytester):
-    # the command line wins over the ini file; two workers, one run file per
-    # worker and test, and their counts reach the controller's summary
+def test_options_in_the_ini_file_and_on_the_command_line_under_xdist(pytester):
+    # every option's ini twin (graphdbg, its folder, keep), the command line
+    # winning over the ini file (compare-first 1 over 0: the faulty backend's
+    # test is compared and fails); two workers, one run file per worker and
+    # test, and their counts reach the controller's summary
     pytest.importorskip("xdist")
-    pytester.makeini(INI.replace("graphdbg = true\n", "").replace("graphdbg_keep = true\n", ""))
-    runs = pytester.path / "kept"
+    pytester.makeini(INI)
+    runs = pytester.path / "from-ini"
     out = run_tests(pytester, "test_without_graphdbg_is_not_recorded", "test_marker_clean",
                     "test_marker_divergence_fails", "test_fixture_graphs_fails",
-                    args=("-n", "2", "--graphdbg", "--graphdbg-dir", str(runs),
-                          "--graphdbg-keep", "--graphdbg-compare-first", "1"))
+                    args=("-n", "2", "--graphdbg-compare-first", "1"))
     assert _outcomes(out) == {"test_without_graphdbg_is_not_recorded": "PASSED",
                               "test_marker_clean": "PASSED",
                               "test_marker_divergence_fails": "FAILED",    # compared: 1 wins
@@ -432,22 +433,10 @@ def test_options_on_the_command_line_under_xdist(pytester):
         "test_user.py__test_fixture_graphs_fails", "test_user.py__test_marker_clean",
         "test_user.py__test_marker_divergence_fails",
         "test_user.py__test_without_graphdbg_is_not_recorded"], names
-    assert not (pytester.path / "from-ini").exists()
     whole = "\n".join(out)
     assert "4 test(s) recorded: " in whole and "run files kept: 4" in whole
     assert re.search(r"test_user.py::test_without_graphdbg_is_not_recorded\s+2\s+1\s+0", whole)
     assert "went over @pytest.mark.graphdbg()" in whole
-
-
-def test_ini_twins_of_every_option(pytester):
-    pytester.makeini(INI)
-    out = run_tests(pytester, "test_without_graphdbg_is_not_recorded",
-                    "test_marker_divergence_fails")
-    # compare_first = 0: no check, so the faulty backend's test passes
-    assert _outcomes(out) == {"test_without_graphdbg_is_not_recorded": "PASSED",
-                              "test_marker_divergence_fails": "PASSED"}
-    assert len(list((pytester.path / "from-ini").glob("*.run"))) == 2   # kept, recorded
-    assert "2 test(s) recorded" in "\n".join(out)
 
 
 def test_plugin_loads_without_torch_or_textual(pytester):
