@@ -1017,7 +1017,8 @@ class Run:
         """Compiled time per line: a graph whose kernels were timed
         (inductor) counts each kernel's time at the lines it computes (a
         share each when fused from several) and the rest of its call time
-        (wrapper, guards, allocation) at the line that calls it; its backward
+        (wrapper, guards, allocation, a cold first call) at the compiled
+        function's first line (`Graph.file`, `Graph.line`); its backward
         kernels count at the forward lines they differentiate. Other graphs
         count their whole call time at the line that calls them."""
         out: dict[tuple[str, int], int] = {}
