@@ -1020,7 +1020,7 @@ class Run:
         (wrapper, guards, allocation, a cold first call) at the compiled
         function's first line (`Graph.file`, `Graph.line`); its backward
         kernels count at the forward lines they differentiate. Other graphs
-        count their whole call time at the line that calls them."""
+        count their whole call time at the compiled function's first line."""
         out: dict[tuple[str, int], int] = {}
         kernel_ns: dict[int, float] = {}
         for k in self.kernel_times():
