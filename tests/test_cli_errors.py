@@ -40,6 +40,16 @@ def test_missing_script_is_one_line_exit_2(workdir):
     assert not list(workdir.glob("*.run"))
 
 
+def test_a_check_memory_budget_that_is_not_positive_is_refused(workdir):
+    (workdir / "p.py").write_text("print('ran')\n")
+    proc = graphdbg("run", "--compare-memory", "0", "p.py", cwd=workdir)
+    assert proc.returncode == 2 and "ran" not in proc.stdout and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "graphdbg: --compare-memory: needs a positive number of MiB, not 0 "
+        "(--no-compare turns the check off)")
+    assert not list(workdir.glob("*.run"))
+
+
 def test_no_script_given(workdir):
     proc = graphdbg("run", cwd=workdir)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

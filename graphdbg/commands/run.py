@@ -133,6 +133,9 @@ class RunCommand:
                 re.compile(args.keep)
             except re.error as exc:
                 raise UsageError(f"--keep: not a regular expression: {exc}") from None
+        if args.compare_memory is not None and not args.compare_memory > 0:
+            raise UsageError(f"--compare-memory: needs a positive number of MiB, not "
+                             f"{args.compare_memory:g} (--no-compare turns the check off)")
         from ..options import CaptureOptions
         from ..runner import run_program
         options = CaptureOptions(
