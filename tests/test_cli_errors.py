@@ -45,7 +45,7 @@ def test_a_check_memory_budget_that_is_not_positive_is_refused(workdir):
     proc = graphdbg("run", "--compare-memory", "0", "p.py", cwd=workdir)
     assert proc.returncode == 2 and "ran" not in proc.stdout and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        "graphdbg: --compare-memory: needs a positive number of MiB, not 0 "
+        "graphdbg: error: --compare-memory: needs a positive number of MiB, not 0 "
         "(--no-compare turns the check off)")
     assert not list(workdir.glob("*.run"))
 
