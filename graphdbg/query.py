@@ -238,6 +238,7 @@ class KernelTime:
     calls: int                     # calls of its graph by the program
     frames: tuple                  # Frames of the user lines it computes
     nodes: tuple[str, ...]         # Dynamo graph nodes it computes (forward/inference)
+    steady: bool = True            # timed after a first call (False: `ns` is the cold first call)
 
     @property
     def total_ns(self) -> int:
@@ -260,10 +261,13 @@ class CompiledLine:
     eager_ref_ns: int | None
     kernels: tuple[str, ...]
     graph_ids: tuple[int, ...]
+    steady: bool = True            # its forward kernels were timed after a first call
 
     @property
     def compiled_slower(self) -> bool | None:
-        if not self.forward_ns or not self.eager_ref_ns:
+        """None also when the forward time is a cold first call only (a graph
+        called once): that is no verdict on compiled code."""
+        if not self.forward_ns or not self.eager_ref_ns or not self.steady:
             return None
         return self.forward_ns > self.eager_ref_ns
 
@@ -680,7 +684,7 @@ class Run:
                     cid or "?", g.id if g else None, r.get("part"), str(k.get("name")),
                     int(k.get("handle") or 0), k.get("ns"), k.get("first_ns"), calls,
                     tuple(frames[f] for f in k.get("frames") or () if f in frames),
-                    tuple(k.get("nodes") or ())))
+                    tuple(k.get("nodes") or ()), int(r.get("calls_timed") or 0) > 1))
         return out
 
     def compiled_lines(self, limit: int | None = None) -> list[CompiledLine]:
@@ -693,7 +697,9 @@ class Run:
             share = k.ns / len(k.frames)
             for f in k.frames:
                 a = acc.setdefault((f.file, f.line), {"frame": f, "total": 0.0, "fw": 0.0, "bw": 0.0,
-                                                       "kernels": [], "graphs": []})
+                                                       "kernels": [], "graphs": [], "steady": True})
+                if k.part != "backward" and not k.steady:
+                    a["steady"] = False
                 a["total"] += share * k.calls
                 a["bw" if k.part == "backward" else "fw"] += share
                 if k.name not in a["kernels"]:
@@ -711,7 +717,8 @@ class Run:
                     f"WHERE t.graph_id IN ({','.join('?' * len(ids))}) GROUP BY f.file, f.line", ids):
                 eager[(file, line)] = ns
         out = [CompiledLine(f.file, f.line, f.function, f.code, int(a["total"]), int(a["fw"]),
-                            int(a["bw"]), eager.get(key), tuple(a["kernels"]), tuple(a["graphs"]))
+                            int(a["bw"]), eager.get(key), tuple(a["kernels"]), tuple(a["graphs"]),
+                            a["steady"])
                for key, a in acc.items() for f in (a["frame"],)]
         out.sort(key=lambda c: (-c.total_ns, c.file, c.line))
         return out if limit is None else out[:limit]

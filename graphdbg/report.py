@@ -109,7 +109,8 @@ def _kernels(run: Run) -> list[dict]:
     """inductor's kernels, most total time first, with the user lines they compute."""
     ks = sorted(run.kernel_times(), key=lambda k: -k.total_ns)[:100]
     return [{"compile_id": k.compile_id, "graph": k.graph_id, "part": k.part, "name": k.name,
-             "handle": k.handle, "ns": k.ns, "first_ns": k.first_ns, "calls": k.calls,
+             "handle": k.handle, "ns": k.ns, "first_ns": k.first_ns, "steady": k.steady,
+             "calls": k.calls,
              "total_ns": k.total_ns, "lines": [{"file": f.file, "line": f.line} for f in k.frames],
              "nodes": list(k.nodes)} for k in ks]
 
@@ -120,7 +121,7 @@ def _compiled_lines(run: Run) -> list[dict]:
     return [{"file": c.file, "line": c.line, "function": c.function, "code": c.code,
              "total_ns": c.total_ns, "forward_ns": c.forward_ns, "backward_ns": c.backward_ns,
              "eager_ref_ns": c.eager_ref_ns, "compiled_slower": c.compiled_slower,
-             "kernels": list(c.kernels), "graphs": list(c.graph_ids)}
+             "steady": c.steady, "kernels": list(c.kernels), "graphs": list(c.graph_ids)}
             for c in run.compiled_lines(50)]
 
 
@@ -371,25 +372,33 @@ def _compiled_lines_section(doc: dict) -> list:
     lines = doc.get("compiled_lines") or []
     if not lines:
         return []
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    for col, just in (("where", "left"), ("total", "right"), ("fwd/call", "right"),
-                      ("eager ref", "right"), ("bwd/call", "right"), ("kernels", "left"),
-                      ("code", "left")):
-        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
-                     max_width={"kernels": 24, "code": 36}.get(col))
+    rows = []
     for c in lines[:10]:
         ks = [k.removeprefix("extern_kernels.") for k in c["kernels"]]
-        t.add_row(escape(f"{brief(c['file'])}:{c['line']}"), ms(c["total_ns"]),
-                  ms(c["forward_ns"]) if c["forward_ns"] else "-",
-                  "-" if not c["eager_ref_ns"] else
-                  (f"[yellow]{ms(c['eager_ref_ns'])} ▲[/]" if c["compiled_slower"] else ms(c["eager_ref_ns"])),
-                  ms(c["backward_ns"]) if c["backward_ns"] else "-",
-                  escape(", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else "")),
-                  escape(c["code"] or ""))
+        fwd = ms(c["forward_ns"]) if c["forward_ns"] else "-"
+        if c["forward_ns"] and not c.get("steady", True):
+            fwd += " *"
+        ref = "-" if not c["eager_ref_ns"] else ms(c["eager_ref_ns"]) + (" ▲" if c["compiled_slower"] else "")
+        rows.append((f"{brief(c['file'])}:{c['line']}", ms(c["total_ns"]), fwd, ref,
+                     ms(c["backward_ns"]) if c["backward_ns"] else "-",
+                     ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c["code"] or ""))
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    # where and the times keep their width; kernels and code give way
+    for i, (col, just) in enumerate((("where", "left"), ("total", "right"), ("fwd/call", "right"),
+                                     ("eager ref", "right"), ("bwd/call", "right"),
+                                     ("kernels", "left"), ("code", "left"))):
+        fixed = i < 5
+        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
+                     min_width=max(len(col), *(len(r[i]) for r in rows)) if fixed else None,
+                     max_width=24 if col == "kernels" else None, ratio=None if fixed else 1)
+    for r in rows:
+        t.add_row(*(f"[yellow]{escape(v)}[/]" if v.endswith(" ▲") else escape(v) for v in r))
     out = [NewLine(), Rule("Compiled time per line (inductor kernels)", align="left"), t]
     if any(c["compiled_slower"] for c in lines[:10]):
         out.append("[dim][yellow]▲[/] the line's kernels took longer per call than its nodes in "
                    "the eager reference run[/]")
+    if any(r[2].endswith(" *") for r in rows):
+        out.append("[dim]* the graph's first (cold) call only: it ran once[/]")
     return out
 
 

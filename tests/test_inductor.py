@@ -60,6 +60,7 @@ def test_mlp_under_inductor(runs, workdir):
            if "self.fc" in code and "nn.Linear" not in code}
     assert {(c["file"], c["line"]) for c in lines} == {(str(sample), ln) for ln in fwd}
     assert all(c["total_ns"] > 0 and c["forward_ns"] > 0 and c["backward_ns"] == 0 for c in lines)
+    assert all(c["steady"] for c in lines)   # 4 calls: timed after the first
     assert lines == sorted(lines, key=lambda c: -c["total_ns"])
     g = doc["graphs"][0]
     kernels = doc["kernels"]
@@ -151,3 +152,6 @@ def test_faulty_inductor_backend_is_localized(runs):
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
     assert {(d["file"], d["line"])} == markers(SAMPLES / "divergence_faulty.py", "divergence")
     assert d["detail"]["classification"] == "miscompile" and d["severity"] == "error"
+    # called once: its kernels' time is a cold first call, no verdict against eager
+    lines = doc["compiled_lines"]
+    assert lines and all(not c["steady"] and c["compiled_slower"] is None for c in lines)
