@@ -68,17 +68,26 @@ class _Namespace:
     """``extern_kernels`` (or ``aten``...) with the kernels called through it
     timed, or with ``count`` set, only that one counted."""
 
-    __slots__ = ("_mod", "_prefix", "_obj", "_count")
+    __slots__ = ("_mod", "_prefix", "_obj", "_count", "_counting")
 
     def __init__(self, mod: "ModuleKernels", prefix: str, obj: Any, count: str | None = None) -> None:
         self._mod, self._prefix, self._obj, self._count = mod, prefix, obj, count
+        self._counting = None
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._obj, attr)
         full = f"{self._prefix}.{attr}"
-        names = {self._count} if self._count else self._mod.names
+        if self._count:  # after sampling, every call of the graph: one shim, made once
+            if full == self._count:
+                if self._counting is None:
+                    self._counting = _Counting(self._mod, value)
+                return self._counting
+            if not self._count.startswith(full + "."):
+                return value
+            return _Namespace(self._mod, full, value, self._count)
+        names = self._mod.names
         if full in names:
-            return _Counting(self._mod, value) if self._count else _Timed(self._mod, full, value)
+            return _Timed(self._mod, full, value)
         if any(n.startswith(full + ".") for n in names):
             return _Namespace(self._mod, full, value, self._count)
         return value
