@@ -115,10 +115,10 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     from .version import __version__
 
     try:
-        from graphdbg.hooks import CaptureSession, check_torch_version
+        from graphdbg.hooks import CaptureSession, check_torch
     except ImportError as exc:
         raise GraphdbgError(f"graphdbg run: cannot import torch ({exc})") from None
-    check_torch_version()
+    check_torch(warn=lambda text: print(f"graphdbg: warning: {text}", file=sys.stderr))
 
     writer = RunWriter(output)
     argv = [target, *args]

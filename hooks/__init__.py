@@ -3,6 +3,7 @@
 Importing this package imports torch; `import graphdbg` does not.
 """
 
-from .session import CaptureSession, check_torch_version
+from .compat import check_torch
+from .session import CaptureSession
 
-__all__ = ["CaptureSession", "check_torch_version"]
+__all__ = ["CaptureSession", "check_torch"]

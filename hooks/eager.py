@@ -25,7 +25,7 @@ import torch
 import torch._dynamo
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import tensorstats
+from . import compat, tensorstats
 from .context import CaptureContext
 from .frames import ModuleNames, StackWalker
 from .tensors import TensorKeeper
@@ -190,11 +190,7 @@ def _disable_dynamo_on_dispatch() -> None:
     and install it directly, saving the shim's Python frame on every op."""
     fn = EagerRecorder.__dict__["__torch_dispatch__"]
     fn = getattr(fn, "__wrapped__", fn)
-    try:
-        wrapped = torch._dynamo.disable(fn, recursive=True, wrapping=False)
-    except TypeError:  # a torch without the wrapping= argument
-        wrapped = torch._dynamo.disable(fn, recursive=True)
-    EagerRecorder.__torch_dispatch__ = wrapped
+    EagerRecorder.__torch_dispatch__ = compat.dynamo_disable(fn)
 
 
 _disable_dynamo_on_dispatch()

@@ -39,7 +39,8 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 
 from graphdbg.sourcemap import is_internal
 
-from .exceptions import exception_chain, failing_node
+from . import compat
+from .exceptions import exception_chain
 from .subgraphs import clone, preserved_rng
 
 MAX_OPS = 4  # custom ops checked per failure, nearest to it first
@@ -145,9 +146,11 @@ def _checkable(op: torch._ops.OpOverload) -> bool:
     return code is not None and not is_internal(code.co_filename)
 
 
-def custom_ops_feeding(node: torch.fx.Node) -> list[torch.fx.Node]:
+def custom_ops_feeding(node: torch.fx.Node, inputs: list[torch.fx.Node] | None = None
+                       ) -> list[torch.fx.Node]:
     """Nodes upstream of ``node`` (itself included) that call a custom op with
-    a Python fake implementation, nearest first."""
+    a Python fake implementation, nearest first. ``inputs``: the node's
+    inputs, where the node no longer holds them (erased by Dynamo)."""
     out, seen, todo = [], {node}, [node]
     while todo and len(out) < MAX_OPS:
         n = todo.pop(0)
@@ -155,7 +158,7 @@ def custom_ops_feeding(node: torch.fx.Node) -> list[torch.fx.Node]:
             op = _overload(n.target)
             if op is not None and _checkable(op):
                 out.append(n)
-        for a in n.all_input_nodes:
+        for a in (inputs if n is node and inputs is not None else n.all_input_nodes):
             if a not in seen:
                 seen.add(a)
                 todo.append(a)
@@ -324,10 +327,11 @@ def _in_traceback(exc: BaseException, pred) -> list:
 def at_compile_failure(exc: BaseException) -> list[FakeMismatch]:
     """Dynamo failed while tracing (a fake-tensor error at ``failing_node``):
     the custom ops feeding that node whose fake disagrees with the real op."""
-    node = failing_node(exc)
-    if node is None:
+    failed = compat.failed_fake_node(exc)
+    if failed is None:
         return []
-    op_nodes = custom_ops_feeding(node)
+    node, inputs = failed
+    op_nodes = custom_ops_feeding(node, inputs)
     if not op_nodes:
         return []
     outputs = _in_traceback(exc, lambda v: type(v).__name__ == "OutputGraph"

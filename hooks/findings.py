@@ -24,7 +24,7 @@ from graphdbg.runfile import RunWriter
 from graphdbg.sourcemap import (Frame, code_line, innermost_user, is_internal, original_function,
                                 parse_traceback, user_frames)
 
-from . import creation, fakecheck
+from . import compat, creation, fakecheck
 from .context import CaptureContext
 from .exceptions import (compiler_error, data_dependent_symbols, exception_chain,
                          explain_unsupported, failing_node, headline, last_traced_node,
@@ -50,6 +50,8 @@ class Findings:
         # code object -> (finding key, frame, stack, guards) of its latest recompile
         self._recompiled: dict[str, tuple] = {}
         self._limit_key: str | None = None
+        # a failing compile's checks made while its graph was whole: (exc, fake mismatches)
+        self._failing: tuple[BaseException, list] | None = None
 
     # -- writing -------------------------------------------------------------------------
     def _add(self, key: str, **fields) -> None:
@@ -614,6 +616,20 @@ class Findings:
                     "eager_replay": None if replay_exc is None else headline(replay_exc),
                     **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {})})
 
+    def compile_failing(self, exc: BaseException | None) -> None:
+        """Dynamo is failing a frame with ``exc`` and its graph is still whole
+        (compat.DYNAMO_ERROR_ARTIFACT): check the custom ops' fakes now; the
+        finding is written when the compile's metrics arrive."""
+        if exc is None or self.recorded_as(exc) is not None:
+            return
+        self._failing = (exc, fakecheck.checked(self.ctx, fakecheck.at_compile_failure, exc))
+
+    def _fake_mismatches(self, exc: BaseException) -> list:
+        failing, self._failing = self._failing, None
+        if failing is not None and any(e is failing[0] for e in exception_chain(exc)):
+            return failing[1]
+        return fakecheck.checked(self.ctx, fakecheck.at_compile_failure, exc)
+
     def compile_failure(self, m: dict, cid: str | None, exc: BaseException | None = None) -> None:
         """A frame's compile failed (Dynamo's Unsupported under fullgraph,
         TorchRuntimeError from fake tensors, an export or guard error...).
@@ -644,8 +660,7 @@ class Findings:
             f"{m.get('fail_type')}: {reason.splitlines()[0] if reason else ''}"
         explanation, hints = explain_unsupported(reason)
         # a custom op's wrong fake made the value that failed: say so, at its register_fake
-        wrong_fakes = fakecheck.checked(self.ctx, fakecheck.at_compile_failure, exc) \
-            if exc is not None else []
+        wrong_fakes = self._fake_mismatches(exc) if exc is not None else []
         advice = fakecheck.hint(wrong_fakes) if wrong_fakes else (hints[0] if hints else None)
         key = f"compile_error|{file}:{line}|{m.get('fail_type')}|{reason[:200]}"
         self._add(
@@ -700,7 +715,9 @@ class Findings:
         else:
             merged = outer + [f for f in inner if f not in outer]
         stack = w.stack_id(merged) or row.get("stack")
-        detail = dict(row.get("detail") or {}, uncaught=True, exception=type(exc).__name__)
+        # the error the finding is about, not torch's error in cleaning up after it
+        cause = compat.unwrap_cleanup_error(exc)
+        detail = dict(row.get("detail") or {}, uncaught=True, exception=type(cause).__name__)
         self._update(key, stack=stack, detail=detail)
 
 

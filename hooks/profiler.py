@@ -13,7 +13,9 @@ and graphdbg says so.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 
 import torch
@@ -52,12 +54,19 @@ class ProfileRecorder:
         self._prof = profile(
             activities=activities,
             schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
-            on_trace_ready=tensorboard_trace_handler(
-                self.out_dir, worker_name=f"{socket.gethostname()}_{os.getpid()}"),
+            on_trace_ready=self._trace_ready,
             record_shapes=True, with_stack=True)
         self._prof.start()
         self._hook = register_optimizer_step_post_hook(self._optimizer_step)
         self.ctx.call_listener = self._compiled_call
+
+    def _trace_ready(self, prof) -> None:
+        before = set(os.listdir(self.out_dir)) if os.path.isdir(self.out_dir) else set()
+        tensorboard_trace_handler(
+            self.out_dir, worker_name=f"{socket.gethostname()}_{os.getpid()}")(prof)
+        for f in sorted(set(os.listdir(self.out_dir)) - before):
+            if f.endswith(".pt.trace.json"):
+                repair_trace(os.path.join(self.out_dir, f))
 
     def _optimizer_step(self, *_args) -> None:
         self._optimizer_steps = True
@@ -87,3 +96,39 @@ class ProfileRecorder:
             return []
         return sorted(os.path.join(self.out_dir, f) for f in os.listdir(self.out_dir)
                       if f.endswith(".pt.trace.json"))
+
+
+_STRING_FIELD = re.compile(r'^(\s*"[^"]+": ")(.*)("(?:,)?)$')
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
+
+
+def repair_trace(path: str) -> bool:
+    """Make a trace that torch wrote as invalid JSON readable: torch 2.13's
+    kineto writes some Python tracer names unescaped (``"name":
+    "torch/profiler/_cupti_monitor.py(0): "float32"",`` seen here), which
+    TensorBoard, Perfetto and json.load refuse. Each string field that is not
+    valid JSON has its bare quotes escaped. True when the file is (now) valid."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        pass
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _STRING_FIELD.match(line)
+        if m is None:
+            continue
+        try:
+            json.loads(f'"{m[2]}"')
+        except ValueError:
+            lines[i] = m[1] + _UNESCAPED_QUOTE.sub(r'\\"', m[2]) + m[3]
+    fixed = "\n".join(lines)
+    try:
+        json.loads(fixed)
+    except ValueError:
+        return False
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(fixed)
+    return True

@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from graphdbg.options import CaptureOptions
 from graphdbg.runfile import RunWriter
 
-from . import creation
+from . import compat, creation
 from .backend import BackendRecorder
 from .context import CaptureContext
 from .eager import EagerRecorder
@@ -34,30 +34,12 @@ from .tensors import TensorKeeper
 from .kernels import KernelTimes
 from .trace import TraceCapture
 
-SUPPORTED_TORCH = ((2, 13), (2, 15))  # [low, high), as pyproject.toml declares
-
 _active: list["CaptureSession"] = []  # innermost last
 
 
 def current() -> "CaptureSession | None":
     """The innermost session capturing this process, if any (`graphdbg.check_graph` records into it)."""
     return next((s for s in reversed(_active) if s.ctx.active), None)
-
-
-def check_torch_version() -> None:
-    """graphdbg relies on dispatch modes Dynamo can ignore and on the structured
-    trace of torch 2.13/2.14; other versions are refused up front."""
-    from graphdbg.errors import GraphdbgError
-    from torch.utils._python_dispatch import TorchDispatchMode
-    try:
-        major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-    except ValueError:
-        major, minor = 0, 0
-    (lo, hi) = SUPPORTED_TORCH
-    if not (lo <= (major, minor) < hi) or not hasattr(TorchDispatchMode, "ignore_compile_internals"):
-        raise GraphdbgError(
-            f"torch {torch.__version__} is not supported: graphdbg needs torch>={lo[0]}.{lo[1]},"
-            f"<{hi[0]}.{hi[1]}")
 
 
 class CaptureSession:
@@ -78,7 +60,7 @@ class CaptureSession:
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> None:
-        check_torch_version()
+        compat.check_torch()
         self.writer.set_meta(
             torch=torch.__version__, python=sys.version.split()[0], values=self.ctx.options.values,
             device=_device_description(), pid=os.getpid(), host=socket.gethostname())

@@ -26,6 +26,7 @@ from graphdbg.runfile import dumps
 from graphdbg.schema import COMPILE_PHASES
 from graphdbg.sourcemap import Frame, is_internal, original_function, parse_traceback, user_frames
 
+from . import compat
 from .context import CaptureContext
 from .findings import Findings
 from .guards import current_value, newest_change, parse_reason
@@ -152,6 +153,9 @@ class TraceHandler(logging.Handler):
             self._graph_break(payload, cid)
         elif key == "artifact:recompile_reasons" and payload:
             self._recompile(payload, cid)
+        elif key == f"artifact:{compat.DYNAMO_ERROR_ARTIFACT}":
+            # the failed graph is still whole here (not at compilation_metrics)
+            self.findings.compile_failing(sys.exc_info()[1])
         elif key == "compilation_metrics":
             self._metrics(md["compilation_metrics"], cid)
         elif key == "chromium_event" and payload and cid and _TIMED_EVENT in payload:
@@ -272,6 +276,7 @@ class TraceHandler(logging.Handler):
         if m.get("fail_type"):
             # emitted while the failure propagates: the exception is in flight
             exc = sys.exc_info()[1]
+            exc = compat.unwrap_cleanup_error(exc) if exc is not None else None
             if self.findings.recompile_limit_raised(exc):
                 return  # the recompile-limit finding already says it, at the guard's line
             self.findings.compile_failure(m, cid, exc)

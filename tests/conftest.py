@@ -323,8 +323,11 @@ def runs(tmp_path_factory) -> Runs:
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Longest work first, so that two xdist workers end together: the
     real-inductor tests, then the tests of shared runs (grouped), then the
-    rest in collection order (a stable sort: groups stay together)."""
+    rest in collection order (a stable sort: groups stay together); last the
+    comparison across torch versions, which reads every sample's golden run."""
     def rank(item) -> int:
+        if item.path.name == "test_torch_versions.py":
+            return 3
         if item.get_closest_marker("inductor"):
             return 0
         return 1 if item.get_closest_marker("xdist_group") else 2

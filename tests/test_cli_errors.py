@@ -231,17 +231,54 @@ def test_forked_child_does_not_touch_the_run_file(workdir, runs):
     assert "aten.add.Tensor" in ops and "aten.exp.default" not in ops
 
 
-def test_unsupported_torch_version_is_refused(workdir):
-    # a sitecustomize makes this interpreter's torch claim an old version
+def _claiming_torch(workdir, version: str, extra: str = "") -> dict:
+    """An environment whose interpreter's torch claims ``version`` (a sitecustomize)."""
     site = workdir / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.4.1'\n")
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(f"import torch\ntorch.__version__ = {version!r}\n{extra}")
+    return {**ENV, "PYTHONPATH": str(site)}
+
+
+def test_unsupported_torch_version_is_refused(workdir):
     _script(workdir, "p.py", "print('ran')\n")
-    proc = graphdbg("run", "p.py", cwd=workdir, env={**ENV, "PYTHONPATH": str(site)})
+    proc = graphdbg("run", "p.py", cwd=workdir, env=_claiming_torch(workdir, "2.4.1"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("graphdbg: torch 2.4.1 is not supported: graphdbg needs "
-                                   "torch>=2.13,<2.15")
+                                   "torch>=2.13,<2.16")
     assert proc.stdout == "" and not list(workdir.glob("*.run"))
+
+
+def test_newer_torch_is_refused_unless_the_user_allows_it(workdir):
+    _script(workdir, "p.py", "print('ran')\n")
+    env = _claiming_torch(workdir, "2.16.0a0+gitabc")
+    env.pop("GRAPHDBG_ALLOW_ANY_TORCH", None)
+    proc = graphdbg("run", "p.py", cwd=workdir, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "graphdbg: torch 2.16.0a0+gitabc is not supported: graphdbg needs torch>=2.13,<2.16 "
+        "(set GRAPHDBG_ALLOW_ANY_TORCH=1 to try it at your own risk)")
+    assert not list(workdir.glob("*.run"))
+    # at the user's own risk: one warning line, and the run is made as usual
+    proc = graphdbg("run", "-o", "p.run", "p.py", cwd=workdir,
+                    env={**env, "GRAPHDBG_ALLOW_ANY_TORCH": "1"})
+    assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "GRAPHDBG_ALLOW_ANY_TORCH" in ln]
+    assert warned == ["graphdbg: warning: torch 2.16.0a0+gitabc is newer than graphdbg supports "
+                      "(torch>=2.13,<2.16); running because GRAPHDBG_ALLOW_ANY_TORCH=1: findings "
+                      "may be missing or misplaced"]
+    assert report_doc(workdir / "p.run")["run"]["versions"]["torch"] == "2.16.0a0+gitabc"
+
+
+def test_a_torch_without_what_graphdbg_needs_is_refused_by_feature(workdir):
+    # a supported version number, but the dispatch-mode feature is gone
+    env = _claiming_torch(workdir, "2.14.0", "from torch.utils._python_dispatch import "
+                          "TorchDispatchMode\ndel TorchDispatchMode.ignore_compile_internals\n")
+    _script(workdir, "p.py", "print('ran')\n")
+    proc = graphdbg("run", "p.py", cwd=workdir, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "graphdbg: torch 2.14.0 is not supported: it lacks "
+        "TorchDispatchMode.ignore_compile_internals, which graphdbg needs (torch>=2.13,<2.16)")
 
 
 def test_sigkill_leaves_a_run_that_ended_without_closing(workdir, runs):

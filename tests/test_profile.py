@@ -98,3 +98,22 @@ def test_profile_of_a_program_without_steps(workdir, runs):
     (trace,) = report_doc(workdir / "b.run")["run"]["profile"]["traces"]
     names = {e.get("name") for e in json.loads(open(trace).read())["traceEvents"]}
     assert "aten::exp" in names
+
+
+def test_a_trace_torch_wrote_as_invalid_json_is_repaired(tmp_path):
+    # as torch 2.13's kineto wrote a Python tracer event (seen in a test run here)
+    from graphdbg.hooks.profiler import repair_trace
+    bad = ('{\n  "traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'
+           '    "name": "torch/profiler/_cupti_monitor.py(0): "float32"",\n    "pid": 7,\n'
+           '    "args": {\n      "Python id": 1, "Python parent id": null\n    }\n  },\n'
+           '  {\n    "ph": "X", "cat": "cpu_op",\n    "name": "aten::exp",\n    "pid": 7\n  }\n'
+           '  ]\n}')
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(bad)
+    with pytest.raises(ValueError):
+        json.loads(bad)
+    assert repair_trace(str(path))
+    names = [e["name"] for e in json.loads(path.read_text())["traceEvents"]]
+    assert names == ['torch/profiler/_cupti_monitor.py(0): "float32"', "aten::exp"]
+    good = path.read_text()
+    assert repair_trace(str(path)) and path.read_text() == good  # a valid file is left as it is

@@ -1,10 +1,14 @@
 """`report --json` documents of the samples, made before the query-layer
-refactor, and the normalisation that makes two runs of a sample comparable.
+refactor, and the normalisation that makes two runs of a sample comparable,
+on any supported torch.
 
 What changes from run to run is left out: times, paths of the checkout and of
 temporary folders, memory addresses, graphdbg's own tracebacks; floats are kept
-to 4 significant digits. Everything else (graphs, nodes, findings with their
-lines, stacks, messages, hints, details, counts) must match exactly.
+to 4 significant digits. Text that torch owns and rewords between releases is
+replaced by TORCH_TEXT (see `torch_owned`): the torch version, torch's reasons,
+explanations and hints, and the text of torch's exceptions after their type.
+Everything else (graphs, nodes, findings with their kind, file, line, node,
+stacks, graphdbg's own messages and hints, details, counts) must match exactly.
 
     python tests/support/golden.py OUT_DIR [SAMPLE ...]   # (re)make documents
 """
@@ -48,6 +52,38 @@ def _text(s: str, roots: list[str]) -> str:
     return _ADDR.sub("0x?", s)
 
 
+TORCH_TEXT = "<torch's text>"
+# "backend 'b' failed at aten.mm: RuntimeError: <torch's text>": graphdbg's words and
+# the exception's type stay; what torch says after the type is torch's
+_EXC_TEXT = re.compile(r"(\b[A-Z]\w*(?:Error|Exception|Failed|Unsupported|SymNode)\b\)?:) .*",
+                       re.S)
+# graph_break's message is "graph break: " and torch's name of the break
+_TORCH_MESSAGE = {"graph_break": re.compile(r"(graph break:) .*", re.S)}
+
+
+def torch_owned(d: dict) -> dict:
+    """A finding (a report document's diagnostic) with torch's own words
+    replaced by TORCH_TEXT, the rest as it was."""
+    d = dict(d)
+    detail = dict(d.get("detail") or {})
+    hints = detail.get("hints") or []
+    if d.get("reason"):
+        d["reason"] = TORCH_TEXT
+    if d.get("kind") == "graph_break" or d.get("hint") and d["hint"] in hints:
+        d["hint"] = TORCH_TEXT if d.get("hint") else d.get("hint")
+    for key in ("explanation", "gb_type", "eager_replay"):
+        if detail.get(key):
+            detail[key] = TORCH_TEXT
+    if hints:
+        detail["hints"] = [TORCH_TEXT]
+    if d.get("detail") is not None:
+        d["detail"] = detail
+    pattern = _TORCH_MESSAGE.get(d.get("kind"), _EXC_TEXT)
+    if d.get("message"):
+        d["message"] = pattern.sub(rf"\1 {TORCH_TEXT}", d["message"])
+    return d
+
+
 def normalize(doc, roots: list[str]):
     def walk(v):
         if isinstance(v, dict):
@@ -65,6 +101,13 @@ def normalize(doc, roots: list[str]):
         return v
 
     doc = json.loads(json.dumps(doc, default=str))
+    doc["diagnostics"] = [torch_owned(d) for d in doc.get("diagnostics", [])]
+    for g in doc.get("graphs", []):  # a graph's compile error: torch's exception
+        if g.get("error"):
+            g["error"] = _EXC_TEXT.sub(rf"\1 {TORCH_TEXT}", g["error"])
+    versions = doc.get("run", {}).get("versions")
+    if versions and "torch" in versions:
+        versions["torch"] = TORCH_TEXT
     # a frame's file is kept as `where` (relative to the checkout); the run file's path is not
     for d in doc.get("diagnostics", []):
         d["where"] = _text(f"{d.get('file')}:{d.get('line')}", roots)
