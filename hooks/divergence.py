@@ -26,6 +26,7 @@ graphdbg.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -42,8 +43,20 @@ from .interpreter import NAN, RecordingInterpreter, nonfinite_flags
 from .localize import Localization, Localizer, PrefixGradients
 from .nodevalues import node_value_rows, value_summary
 from .numerics import Tolerance, ValueDiff, finding, worst
-from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mutates_inputs,
-                        output_names, preserved_rng, rng_state, set_rng)
+from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mark_random,
+                        mutates_inputs, output_names, preserved_rng, rng_state, set_rng)
+
+
+def _weak(obj: Any) -> Callable[[], Any]:
+    """A weak reference, or for what cannot have one, a strong one."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+
+
+def _held(inputs: list, weak: bool) -> list[Callable[[], Any]]:
+    return [_weak(v) if weak and isinstance(v, torch.Tensor) else (lambda v=v: v) for v in inputs]
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,7 @@ class DivergenceChecker:
         self.values_localized = False
         self.budget_checked = False
         self.pending_grads: tuple | None = None  # (call, inputs, rng, compiled fn) to check
+        self.draws_known = False  # which nodes draw random numbers (subgraphs.mark_random)
 
     # -- per call ---------------------------------------------------------------------
     def wants(self, call_idx: int) -> bool:
@@ -139,22 +153,33 @@ class DivergenceChecker:
             # they differ beyond tolerance: the float64 judge (run only now, it
             # costs about two eager runs) says whether it is precision, and
             # localisation needs every value of the reference
-            if ref.lean:
-                ref, ref_out, ref_inputs = self._reference(inputs, rng, summaries=ref.summaries)
+            if ref.lean or not self.draws_known:
+                # whole, and watching which nodes draw random numbers (their
+                # differences are the random streams', not miscompiles)
+                ref, ref_out, ref_inputs = self._reference(
+                    inputs, rng, summaries=ref.summaries if ref.lean else None,
+                    watch_draws=not self.draws_known)
                 eager = flat(ref_out)
+                if not self.draws_known:
+                    self.draws_known = True
+                    mark_random(self.gm, ref.drew)
             judge, judged = self._judge(inputs, rng, len(eager))
             found = self._compare(compiled, eager, judged, args, ref_inputs)
         if found is None:
             if self.checked == 1:
                 self._node_values(call_idx, ref, judge, compiled, eager, judged)
             self._aliasing(call_idx, compiled, eager, args, ref_inputs)
-            if grad_mode and compiled_fn is not None and not self.grads_checked:
+            if grad_mode and compiled_fn is not None and not self.grads_checked \
+                    and grad_inputs(inputs):
                 # Not now: the program's own forward activations are alive until
                 # its backward, and two more forward-backward runs on top of them
                 # would double its peak memory. Before the graph's next call (or
-                # when the session ends) they are gone.
+                # when the session ends) they are gone. Held weakly: a graph the
+                # program drops, and its inputs, are freed as without graphdbg
+                # (the check is then skipped); only our own clones are held.
                 self.grads_checked = True
-                self.pending_grads = (call_idx, inputs, rng, compiled_fn)
+                self.pending_grads = (call_idx, _held(inputs, weak=not self.needs_clone), rng,
+                                      _weak(compiled_fn))
             return
         d, (name, what) = found
         key = f"{name}|{what}"
@@ -184,10 +209,17 @@ class DivergenceChecker:
         pending, self.pending_grads = self.pending_grads, None
         if pending is None:
             return
-        if args is None:
-            self._gradients(*pending)
-        else:
-            self._gradients(call_idx, list(args), rng_state(), pending[3])
+        checked_call, held, rng, fn_ref = pending
+        compiled_fn = fn_ref()
+        if compiled_fn is None:
+            return  # the program dropped the compiled graph
+        if args is not None:
+            self._gradients(call_idx, list(args), rng_state(), compiled_fn)
+            return
+        inputs = [ref() for ref in held]
+        if any(v is None for v, ref in zip(inputs, held) if isinstance(ref, weakref.ref)):
+            return  # the program freed the inputs: nothing left to check on
+        self._gradients(checked_call, inputs, rng, compiled_fn)
 
     def _compare(self, compiled: list, eager: list, judged: list, args: tuple,
                  ref_inputs: list) -> tuple | None:
@@ -205,13 +237,14 @@ class DivergenceChecker:
         return found
 
     def _reference(self, inputs: list, rng: tuple, lean: bool = False, summarize=None,
-                   summaries: dict | None = None) -> tuple:
+                   summaries: dict | None = None, watch_draws: bool = False) -> tuple:
         """The graph run eagerly on clones of the inputs and the compiled call's
         random draws: (interpreter, its output, the clones)."""
         with preserved_rng(), torch.no_grad():
             set_rng(rng)
             ref_inputs = clone_inputs(inputs)
-            ref = RecordingInterpreter(self.gm, lean=lean, summarize=summarize)
+            ref = RecordingInterpreter(self.gm, lean=lean, summarize=summarize,
+                                       watch_draws=watch_draws)
             if summaries is not None:  # a lean first run's summaries: not computed again
                 ref.summaries = summaries
             return ref, ref.run(*ref_inputs), ref_inputs

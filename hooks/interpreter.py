@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from .subgraphs import flat, written_node
+from .subgraphs import DrawWatch, flat, written_node
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 _COMPUTE = ("call_function", "call_method", "call_module")
@@ -62,7 +62,7 @@ class RecordingInterpreter(torch.fx.Interpreter):
 
     def __init__(self, gm: torch.fx.GraphModule, *, float64: bool = False,
                  overrides: dict[str, Any] | None = None, health: bool | None = None,
-                 lean: bool = False, summarize=None) -> None:
+                 lean: bool = False, summarize=None, watch_draws: bool = False) -> None:
         writes = {n: w for n in gm.graph.nodes if (w := written_node(n)) is not None}
         self.lean = lean and not writes and not overrides
         super().__init__(gm, garbage_collect_values=self.lean)
@@ -86,6 +86,9 @@ class RecordingInterpreter(torch.fx.Interpreter):
         self._writers: dict[int, list[str]] = {}       # storage -> writer nodes, in run order
         self._nwrites = 0
         self._read_copies: dict[str, tuple[int, Any]] = {}
+        # nodes that drew random numbers (with ``watch_draws``; subgraphs.DrawWatch)
+        self.watch_draws = watch_draws
+        self.drew: set[str] = set()
 
     def run(self, *args, **kwargs) -> Any:
         self.result = super().run(*args, **kwargs)
@@ -103,7 +106,13 @@ class RecordingInterpreter(torch.fx.Interpreter):
             self._after(n, out, written)
             return out
         t0 = time.perf_counter_ns()
-        out = super().run_node(n)
+        if self.watch_draws and n.op in _COMPUTE:
+            with DrawWatch() as watch:
+                out = super().run_node(n)
+            if watch.drew:
+                self.drew.add(n.name)
+        else:
+            out = super().run_node(n)
         self.times_ns[n.name] = time.perf_counter_ns() - t0
         if self.float64 and n.op in ("placeholder", "get_attr"):
             out = _up(out)
@@ -242,6 +251,8 @@ class RecordingInterpreter(torch.fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if self.float64:
             args, kwargs = _up(args), {k: _up(v) for k, v in kwargs.items()}
+        if target is _ACTIVATION_CHECKPOINT:
+            return _checkpoint_as_the_program_ran_it(args, kwargs)
         return super().call_function(target, args, kwargs)
 
     def call_method(self, target, args, kwargs):
@@ -259,6 +270,29 @@ class RecordingInterpreter(torch.fx.Interpreter):
                 mod = _float64_copy(mod)
             return mod(*args, **kwargs)
         return super().call_module(target, args, kwargs)
+
+
+_ACTIVATION_CHECKPOINT = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
+
+
+def _checkpoint_as_the_program_ran_it(args: tuple, kwargs: dict) -> Any:
+    """A ``torch.utils.checkpoint`` region (Dynamo's
+    ``tag_activation_checkpoint``) run eagerly as the program ran it. The
+    higher-order op's own eager implementation passes
+    ``preserve_rng_state=False`` (the compiler replays the draws itself), so
+    its recompute in the backward would draw dropout again and every gradient
+    through the region would differ; the program's checkpoint (default
+    ``preserve_rng_state=True``) recomputes with the same draws."""
+    from torch.utils.checkpoint import checkpoint
+    body, *inputs = args
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}
+    if "_checkpoint_context_fn" in getattr(body, "meta", {}):
+        kwargs["context_fn"] = body.meta["_checkpoint_context_fn"]
+
+    def run(*a):
+        return torch.fx.Interpreter(body).run(*a)
+
+    return checkpoint(run, *inputs, use_reentrant=False, preserve_rng_state=True, **kwargs)
 
 
 def _float64_copy(mod: torch.nn.Module) -> torch.nn.Module:

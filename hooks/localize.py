@@ -90,13 +90,17 @@ class Localizer:
                  title: str) -> None:
         self.gm = gm
         self.nodes = {n.name: n for n in gm.graph.nodes}
-        self.random_nodes = [n.name for n in gm.graph.nodes if is_random(n)]
         self.compile_user = compile_user
         self.backend = backend
         self.tol = tol
         self.mode = mode
         self.progress = progress
         self.title = title
+
+    @property
+    def random_nodes(self) -> list[str]:
+        """Nodes that drew random numbers (known once a check found a divergence)."""
+        return [n.name for n in self.gm.graph.nodes if is_random(n)]
 
     def compile(self, stage: str, gm: torch.fx.GraphModule, inputs: list,
                 loc: Localization | None = None) -> Callable:

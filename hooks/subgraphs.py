@@ -15,14 +15,8 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
-RANDOM_OPS = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
-              "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-              "feature_alpha_dropout", "bernoulli", "bernoulli_", "normal", "normal_",
-              "uniform_", "multinomial", "randperm", "native_dropout", "exponential_",
-              "random_", "rrelu"}
-_DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-             "feature_alpha_dropout")
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 
 
@@ -45,12 +39,61 @@ def output_names(gm: torch.fx.GraphModule) -> list[str | None]:
     return [a.name if isinstance(a, torch.fx.Node) else None for a in flat(out.args[0])]
 
 
+DRAWS = "graphdbg_draws_random"  # node.meta key (graphdbg's own copy of the graph)
+
+
 def is_random(node: torch.fx.Node) -> bool:
-    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    if name in _DROPOUTS:
-        training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else True)
-        return bool(training) if not isinstance(training, torch.fx.Node) else True
-    return name in RANDOM_OPS
+    """Whether the node drew random numbers when the reference ran it
+    (`DrawWatch`; known once a check has looked, see `mark_random`)."""
+    return bool(node.meta.get(DRAWS))
+
+
+def mark_random(gm: torch.fx.GraphModule, names: set[str]) -> None:
+    for n in gm.graph.nodes:
+        if n.name in names:
+            n.meta[DRAWS] = True
+
+
+def _rng_marks(kwargs: dict) -> list[torch.Tensor]:
+    """The state of every generator an op may draw from: an explicit
+    ``generator=``, the CPU default one, the CUDA ones already in use (their
+    seed and offset: host memory, no device sync)."""
+    marks = []
+    gen = kwargs.get("generator")
+    if isinstance(gen, torch.Generator):
+        marks.append(gen.get_state())
+    marks.append(torch.default_generator.get_state())
+    if torch.cuda.is_initialized():
+        marks.extend(torch.cuda.get_rng_state(d) for d in range(torch.cuda.device_count()))
+    return marks
+
+
+class DrawWatch(TorchDispatchMode):
+    """Whether an op that draws random numbers ran and drew. aten says which
+    ops may draw: they carry the ``nondeterministic_seeded`` tag (dropout,
+    bernoulli, rand*, rrelu, scaled_dot_product_attention and its kernels...),
+    whatever the Python function that reached them is called. Whether one
+    drew (SDPA with ``dropout_p=0`` does not) is told by its generator's
+    state moving. A higher-order op (a checkpointed region) is run whole and
+    judged the same way."""
+
+    supports_higher_order_operators = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drew = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.drew or not (isinstance(func, torch._ops.HigherOrderOperator)
+                             or torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())):
+            return func(*args, **kwargs)
+        before = _rng_marks(kwargs)
+        out = func(*args, **kwargs)
+        after = _rng_marks(kwargs)
+        self.drew = len(before) != len(after) or not all(
+            torch.equal(a, b) for a, b in zip(before, after))
+        return out
 
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv,

@@ -217,3 +217,122 @@ def test_gradient_check_keeps_input_strides_under_inductor(tmp_path):
     assert base.grad is not None and torch.isfinite(out)
     doc = report_doc(tmp_path / "s.run")
     assert doc["run"]["internal_errors"] == [] and doc["diagnostics"] == []
+
+
+# -- random ops known by what they are (aten's nondeterministic_seeded tag) -------------
+
+class Attention(torch.nn.Module):
+    def __init__(self, dropout_p: float, d: int = 16):
+        super().__init__()
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.dropout_p = dropout_p
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p)  # MARK sdpa
+        return torch.tanh(y) * 2 + torch.poisson(x.abs())  # MARK poisson
+
+
+def attention_program(backend, dropout_p: float) -> float:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    c = torch.compile(Attention(dropout_p), backend=backend)
+    with torch.no_grad():
+        return float(c(torch.randn(2, 8, 16)).sum())
+
+
+def test_attention_dropout_and_poisson_are_random_not_miscompiles(tmp_path):
+    # names in no list: SDPA's own dropout and torch.poisson draw, as aten's tag says
+    plain = attention_program(own_random_stream(False), 0.3)
+    with graphdbg.capture(str(tmp_path / "a.run")):
+        seen = attention_program(own_random_stream(False), 0.3)
+    assert seen == plain
+    doc = report_doc(tmp_path / "a.run")
+    found = {(d["kind"], d["severity"], d["detail"]["classification"], d["file"], d["line"])
+             for d in doc["diagnostics"]}
+    assert found == {("divergence", "warning", "random", HERE, line_of(HERE, "sdpa"))}, found
+    assert not [d for d in doc["diagnostics"] if d["severity"] == "error"]
+
+
+def test_attention_without_dropout_draws_nothing_so_a_wrong_one_is_a_miscompile(tmp_path):
+    # dropout_p=0: SDPA's kernel carries the tag but draws nothing; a backend that
+    # gets SDPA wrong is a miscompile there (poisson still draws: random too)
+    fault = make_faulty_backend(at_line("sdpa"), "scale", inner="aot_eager")
+    with graphdbg.capture(str(tmp_path / "b.run")):
+        attention_program(fault, 0.0)
+    doc = report_doc(tmp_path / "b.run")
+    kinds = {(d["detail"]["classification"], d["line"]) for d in doc["diagnostics"]
+             if d["kind"] == "divergence"}
+    assert ("miscompile", line_of(HERE, "sdpa")) in kinds, kinds
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self, d: int = 16):
+        super().__init__()
+        self.fc = torch.nn.Linear(d, d)
+        self.drop = torch.nn.Dropout(0.3)
+        self.head = torch.nn.Linear(d, 1)
+
+    def block(self, x):
+        return self.drop(torch.relu(self.fc(x)))
+
+    def forward(self, x):
+        h = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False)  # MARK checkpoint
+        return self.head(h)
+
+
+def checkpoint_program() -> list[float]:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Checkpointed()
+    c = torch.compile(model, backend="aot_eager")
+    for _ in range(2):
+        c(torch.randn(4, 16)).sum().backward()
+    return [float(p.grad.sum()) for p in model.parameters()]
+
+
+def test_checkpointed_dropout_gradients_are_not_a_miscompile(tmp_path):
+    # the program's checkpoint recomputes with the same draws (preserve_rng_state);
+    # graphdbg's eager reference must too, not redraw as the higher-order op would
+    plain = checkpoint_program()
+    with graphdbg.capture(str(tmp_path / "c.run")):
+        seen = checkpoint_program()
+    assert seen == plain
+    doc = report_doc(tmp_path / "c.run")
+    assert doc["diagnostics"] == []  # (before the fix: an error-level backward miscompile)
+
+
+def gpt2_training_program(backend) -> list[float]:
+    """transformers' GPT-2 (tiny config, random weights) trained with attention
+    dropout: its SDPA call (transformers/integrations/sdpa_attention.py) draws."""
+    import os
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                        attn_pdrop=0.2, resid_pdrop=0.0, embd_pdrop=0.0, loss_type="ForCausalLM")
+    model = GPT2LMHeadModel(config).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = torch.compile(model, backend=backend)
+    losses = []
+    for _ in range(2):
+        ids = torch.randint(0, 64, (2, 12))
+        loss = step(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))
+    return losses
+
+
+def test_transformers_model_trained_with_attention_dropout_has_no_error(tmp_path):
+    plain = gpt2_training_program(own_random_stream(False))
+    with graphdbg.capture(str(tmp_path / "g.run")):
+        seen = gpt2_training_program(own_random_stream(False))
+    assert seen == plain
+    doc = report_doc(tmp_path / "g.run")
+    assert [d for d in doc["diagnostics"] if d["severity"] == "error"] == []
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert (d["detail"]["classification"], d["severity"]) == ("random", "warning")
+    assert d["file"].endswith("transformers/integrations/sdpa_attention.py")
