@@ -39,6 +39,7 @@ from .errors import GraphdbgError
 from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
+MIN_SAMPLES = 3  # steady calls a compiled line's time needs before it is called slower than eager
 _CHUNK = 500  # ids per `IN (...)`: well under SQLite's variable limit
 _FRAME_CACHE_MAX = 100_000
 
@@ -233,12 +234,13 @@ class KernelTime:
     part: str | None
     name: str                      # e.g. cpp_fused_gelu_0, extern_kernels.addmm
     handle: int                    # inductor's provenance handle (order in the wrapper)
-    ns: int | None                 # a steady call: median of the timed calls after the first
+    ns: int | None                 # a steady call: the fastest timed call after the first
     first_ns: int | None           # the first (cold) call
     calls: int                     # calls of its graph by the program
     frames: tuple                  # Frames of the user lines it computes
     nodes: tuple[str, ...]         # Dynamo graph nodes it computes (forward/inference)
     steady: bool = True            # timed after a first call (False: `ns` is the cold first call)
+    samples: int = 0               # steady calls timed (`ns` is the fastest of them)
 
     @property
     def total_ns(self) -> int:
@@ -262,12 +264,15 @@ class CompiledLine:
     kernels: tuple[str, ...]
     graph_ids: tuple[int, ...]
     steady: bool = True            # its forward kernels were timed after a first call
+    samples: int = 0               # the fewest steady calls any of its forward kernels was timed over
 
     @property
     def compiled_slower(self) -> bool | None:
         """None also when the forward time is a cold first call only (a graph
-        called once): that is no verdict on compiled code."""
-        if not self.forward_ns or not self.eager_ref_ns or not self.steady:
+        called once), or from fewer than MIN_SAMPLES steady calls: that is no
+        verdict on compiled code."""
+        if not self.forward_ns or not self.eager_ref_ns or not self.steady \
+                or self.samples < MIN_SAMPLES:
             return None
         return self.forward_ns > self.eager_ref_ns
 
@@ -684,7 +689,8 @@ class Run:
                     cid or "?", g.id if g else None, r.get("part"), str(k.get("name")),
                     int(k.get("handle") or 0), k.get("ns"), k.get("first_ns"), calls,
                     tuple(frames[f] for f in k.get("frames") or () if f in frames),
-                    tuple(k.get("nodes") or ()), int(r.get("calls_timed") or 0) > 1))
+                    tuple(k.get("nodes") or ()), int(r.get("calls_timed") or 0) > 1,
+                    int(k.get("samples", max(0, int(r.get("calls_timed") or 0) - 1)))))
         return out
 
     def compiled_lines(self, limit: int | None = None) -> list[CompiledLine]:
@@ -697,9 +703,11 @@ class Run:
             share = k.ns / len(k.frames)
             for f in k.frames:
                 a = acc.setdefault((f.file, f.line), {"frame": f, "total": 0.0, "fw": 0.0, "bw": 0.0,
-                                                       "kernels": [], "graphs": [], "steady": True})
-                if k.part != "backward" and not k.steady:
-                    a["steady"] = False
+                                                       "kernels": [], "graphs": [], "steady": True,
+                                                       "samples": None})
+                if k.part != "backward":
+                    a["steady"] = a["steady"] and k.steady
+                    a["samples"] = k.samples if a["samples"] is None else min(a["samples"], k.samples)
                 a["total"] += share * k.calls
                 a["bw" if k.part == "backward" else "fw"] += share
                 if k.name not in a["kernels"]:
@@ -718,7 +726,7 @@ class Run:
                 eager[(file, line)] = ns
         out = [CompiledLine(f.file, f.line, f.function, f.code, int(a["total"]), int(a["fw"]),
                             int(a["bw"]), eager.get(key), tuple(a["kernels"]), tuple(a["graphs"]),
-                            a["steady"])
+                            a["steady"], a["samples"] or 0)
                for key, a in acc.items() for f in (a["frame"],)]
         out.sort(key=lambda c: (-c.total_ns, c.file, c.line))
         return out if limit is None else out[:limit]

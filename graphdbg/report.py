@@ -16,7 +16,7 @@ import sys
 
 from .errors import GraphdbgError
 from .format import brief, code_part, ms, short
-from .query import Finding, Frame, Node, OpStat, Run
+from .query import MIN_SAMPLES, Finding, Frame, Node, OpStat, Run
 
 JSON_SCHEMA = "graphdbg-report/1"
 
@@ -110,6 +110,7 @@ def _kernels(run: Run) -> list[dict]:
     ks = sorted(run.kernel_times(), key=lambda k: -k.total_ns)[:100]
     return [{"compile_id": k.compile_id, "graph": k.graph_id, "part": k.part, "name": k.name,
              "handle": k.handle, "ns": k.ns, "first_ns": k.first_ns, "steady": k.steady,
+             "samples": k.samples,
              "calls": k.calls,
              "total_ns": k.total_ns, "lines": [{"file": f.file, "line": f.line} for f in k.frames],
              "nodes": list(k.nodes)} for k in ks]
@@ -121,7 +122,8 @@ def _compiled_lines(run: Run) -> list[dict]:
     return [{"file": c.file, "line": c.line, "function": c.function, "code": c.code,
              "total_ns": c.total_ns, "forward_ns": c.forward_ns, "backward_ns": c.backward_ns,
              "eager_ref_ns": c.eager_ref_ns, "compiled_slower": c.compiled_slower,
-             "steady": c.steady, "kernels": list(c.kernels), "graphs": list(c.graph_ids)}
+             "steady": c.steady, "samples": c.samples, "kernels": list(c.kernels),
+             "graphs": list(c.graph_ids)}
             for c in run.compiled_lines(50)]
 
 
@@ -378,6 +380,8 @@ def _compiled_lines_section(doc: dict) -> list:
         fwd = ms(c["forward_ns"]) if c["forward_ns"] else "-"
         if c["forward_ns"] and not c.get("steady", True):
             fwd += " *"
+        elif c["forward_ns"] and c.get("samples", MIN_SAMPLES) < MIN_SAMPLES:
+            fwd += " ~"
         ref = "-" if not c["eager_ref_ns"] else ms(c["eager_ref_ns"]) + (" ▲" if c["compiled_slower"] else "")
         rows.append((f"{brief(c['file'])}:{c['line']}", ms(c["total_ns"]), fwd, ref,
                      ms(c["backward_ns"]) if c["backward_ns"] else "-",
@@ -399,6 +403,9 @@ def _compiled_lines_section(doc: dict) -> list:
                    "the eager reference run[/]")
     if any(r[2].endswith(" *") for r in rows):
         out.append("[dim]* the graph's first (cold) call only: it ran once[/]")
+    if any(r[2].endswith(" ~") for r in rows):
+        out.append(f"[dim]~ timed over fewer than {MIN_SAMPLES} calls after the first: "
+                   "too few to call it slower than eager[/]")
     return out
 
 

@@ -89,17 +89,28 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     compiled whole): the class (or function) name, and the user's
     ``torch.compile(...)`` line when the session saw it (``Sequential
     (torch.compile)``), else the user's call that compiled it (``Sequential
-    (called)``). None for the user's own frames."""
+    (called)``). A library's frame is named so only when it is a module
+    compiled whole (a transformers model's forward runs in its ``wrapper``
+    decorator: ``GPT2LMHeadModel (torch.compile)``, not ``wrapper``). None
+    for the user's own frames."""
     global _OPTIMIZED_CALL
     from torch._dynamo.symbolic_convert import tls
     tx = getattr(tls, "current_tx", None)
     code = getattr(tx, "f_code", None)
-    if code is None or not is_internal(code.co_filename):
+    if code is None:
+        return None
+    # a library's frame (transformers' forward `wrapper` decorator) is named
+    # after the module only when it is the module compiled whole
+    library = not is_internal(code.co_filename) and _in_site_packages(code.co_filename)
+    if not is_internal(code.co_filename) and not library:
         return None
     f_locals = getattr(tx, "f_locals", None) or {}
-    root = f_locals.get("fn", f_locals.get("self"))
+    # torch's `inner(*args)` compiles `fn`; a library's forward decorator wraps `self`'s
+    root = f_locals.get("self") if library else f_locals.get("fn", f_locals.get("self"))
     if root is None:
         return None  # torch's own code (compiled autograd...): nothing of the user's to name
+    if library and not isinstance(root, torch.nn.Module):
+        return None
     if isinstance(root, torch.nn.Module):
         name = type(root).__name__
     else:
@@ -116,13 +127,23 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
             site = creation.module_site(opt) if getattr(opt, "_orig_mod", None) is root else None
             if site is not None:
                 return f"{name} (torch.compile)", site, root
+            if library:
+                return None
+        elif library and f.f_code is not code and _in_site_packages(f.f_code.co_filename):
+            pass  # the library's own frames around the call
         elif not is_internal(f.f_code.co_filename):
+            if library:
+                return None  # a library function the user's code compiled: its own name
             called = (os.path.abspath(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
             break
         f = f.f_back
     if called is None:
         return None
     return f"{name} (called)", called, root
+
+
+def _in_site_packages(filename: str) -> bool:
+    return f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}dist-packages{os.sep}" in filename
 
 
 STATS_FIRST_CALLS = 8     # every compiled call's outputs summarised up to here,

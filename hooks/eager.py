@@ -128,9 +128,9 @@ class EagerRecorder(TorchDispatchMode):
         w = self.writer
         name = info[1]
         if node is None:
-            phase = "forward"
             # from the Dynamo-disable wrapper outwards (internal frames are skipped)
-            frames, inner = self.walker.walk(_getframe(2))
+            frames, inner, stepping = self.walker.walk(_getframe(2))
+            phase = "optimizer" if stepping else "forward"
             hit = self._stacks.get(frames)
             if hit is None:
                 outer_first = frames[::-1]

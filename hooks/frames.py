@@ -21,6 +21,21 @@ _WRAPPED_CALL_IMPL = torch.nn.Module._wrapped_call_impl.__code__
 MAX_USER_FRAMES = 24
 
 
+def _optimizer_step_code():
+    """The code of the wrapper every optimizer's ``step`` runs in
+    (``Optimizer.profile_hook_step``'s ``wrapper``), if torch has one."""
+    import types
+    from torch.optim import Optimizer
+    fn = getattr(Optimizer, "profile_hook_step", None)
+    consts = getattr(getattr(fn, "__code__", None), "co_consts", ())
+    return next((c for c in consts if isinstance(c, types.CodeType) and c.co_name == "wrapper"),
+                None)
+
+
+_OPTIMIZER_STEP = _optimizer_step_code()
+STEP = "step"  # StackWalker's mark for an optimizer's step
+
+
 def _module_of(f: FrameType) -> torch.nn.Module | None:
     """``self`` of a ``Module._call_impl`` frame. Read from the calling
     ``_wrapped_call_impl`` frame when there is one (same ``self``; its three
@@ -51,7 +66,9 @@ class StackWalker:
             self._codes.clear()
             self._alive.clear()
         if code is _CALL_IMPL:
-            v: bool | dict = True
+            v: bool | dict | str = True
+        elif code is _OPTIMIZER_STEP:
+            v = STEP
         elif is_internal(code.co_filename):
             v = False
         else:
@@ -60,12 +77,14 @@ class StackWalker:
         self._alive.append(code)
         return v
 
-    def walk(self, f: FrameType | None) -> tuple[tuple, torch.nn.Module | None]:
+    def walk(self, f: FrameType | None) -> tuple[tuple, torch.nn.Module | None, bool]:
         """From frame ``f`` outwards: the innermost ``MAX_USER_FRAMES`` user
-        frames, *innermost first*, and the innermost running module."""
+        frames, *innermost first*, the innermost running module, and whether
+        an optimizer's ``step`` is running (it is inside the user's call)."""
         get = self._codes.get
         frames: list[tuple[str, int, str]] = []
         inner = None
+        stepping = False
         n = 0
         while f is not None:
             code = f.f_code
@@ -74,6 +93,8 @@ class StackWalker:
                 v = self._classify(code)
             if v is False:
                 pass
+            elif v is STEP:
+                stepping = not frames  # no user frame inside it (a closure the step calls is)
             elif v is True:
                 if inner is None:
                     inner = _module_of(f)
@@ -89,7 +110,7 @@ class StackWalker:
             elif inner is not None:
                 break
             f = f.f_back
-        return tuple(frames), inner
+        return tuple(frames), inner, stepping
 
     @staticmethod
     def modules(f: FrameType | None) -> list[torch.nn.Module]:

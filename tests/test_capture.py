@@ -283,3 +283,20 @@ def test_compile_time_by_phase_adds_up_to_what_the_program_waited(tmp_path):
     assert not c.recompile and not c.failed
     doc = report_doc(tmp_path / "x.run")
     assert doc["compile_times"][0]["phases"] == p
+
+
+def test_eager_ops_of_an_optimizer_step_are_phase_optimizer(tmp_path):
+    import graphdbg as api
+    from conftest import line_of, query
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.AdamW(model.parameters())
+    with api.capture(str(tmp_path / "o.run")):
+        model(torch.randn(2, 4)).sum().backward()  # MARK train forward
+        opt.step()  # MARK optimizer step
+    rows = query(tmp_path / "o.run", "SELECT o.phase, f.line FROM ops o JOIN frames f "
+                 "ON f.id = o.user_frame")
+    phases = {}
+    for r in rows:
+        phases.setdefault(r["line"], set()).add(r["phase"])
+    assert phases[line_of(__file__, "optimizer step")] == {"optimizer"}
+    assert phases[line_of(__file__, "train forward")] == {"forward", "backward"}

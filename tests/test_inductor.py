@@ -61,6 +61,8 @@ def test_mlp_under_inductor(runs, workdir):
     assert {(c["file"], c["line"]) for c in lines} == {(str(sample), ln) for ln in fwd}
     assert all(c["total_ns"] > 0 and c["forward_ns"] > 0 and c["backward_ns"] == 0 for c in lines)
     assert all(c["steady"] for c in lines)   # 4 calls: timed after the first
+    # 3 steady calls each: enough for a verdict against eager (fewer are marked ~)
+    assert all(c["samples"] == 3 and c["compiled_slower"] is not None for c in lines)
     assert lines == sorted(lines, key=lambda c: -c["total_ns"])
     g = doc["graphs"][0]
     kernels = doc["kernels"]

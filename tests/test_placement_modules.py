@@ -230,3 +230,44 @@ def test_the_module_hook_is_an_observer(tmp_path):
         captured = counts()
     assert nn.Module.__init__ is init
     assert torch.equal(plain[0], captured[0]) and plain[1:] == captured[1:]
+
+
+LIBRARY = """
+import functools
+import torch
+
+
+def can_return_tuple(fn):  # as transformers wraps every model's forward
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    return wrapper
+
+
+class LibModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    @can_return_tuple
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def scale(x):
+    return x * 3
+"""
+
+
+def test_a_library_model_compiled_whole_is_named_after_its_class_not_its_wrapper(tmp_path,
+                                                                                site_package):
+    lib = site_package("graphdbg_testlib", LIBRARY)
+    with graphdbg.capture(str(tmp_path / "l.run")):
+        compiled = torch.compile(lib.LibModel(), backend="eager")  # MARK compile library model
+        compiled(X)
+        torch.compile(lib.scale, backend="eager")(X)
+    g, f = report_doc(tmp_path / "l.run")["graphs"]
+    assert (g["function"], g["file"], g["line"]) == (
+        "LibModel (torch.compile)", HERE, line_of(HERE, "compile library model"))
+    # a library function the program compiles keeps its own name and line
+    assert (f["function"], f["file"].endswith("graphdbg_testlib/__init__.py")) == ("scale", True)

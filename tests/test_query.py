@@ -354,3 +354,13 @@ def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops
     assert (g1.eager_ref_ns, g1.steady_call_ns, g1.compiled_slower) == (2_500, 3_000, True)
     assert (g2.steady_call_ns, g2.compiled_slower) == (2_500, False)   # not slower: as fast
     assert g3.compiled_slower is None                                   # never called
+
+
+def test_a_compiled_line_timed_over_too_few_calls_gets_no_verdict():
+    from graphdbg.query import MIN_SAMPLES, CompiledLine
+    def line(samples, steady=True):
+        return CompiledLine("m.py", 3, "f", "y = x @ w", 900, 300, 0, 100, ("k",), (1,),
+                            steady, samples)
+    assert line(MIN_SAMPLES).compiled_slower is True
+    assert line(MIN_SAMPLES - 1).compiled_slower is None  # one slow call under load is no verdict
+    assert line(5, steady=False).compiled_slower is None
