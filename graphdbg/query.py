@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Collection, Iterable, Iterator
 
 from .errors import GraphdbgError
 from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION
+from .sourcemap import original_function
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
 MIN_SAMPLES = 3  # steady calls a compiled line's time needs before it is called slower than eager
@@ -654,15 +655,27 @@ class Run:
         graphs: dict[str, list] = {}
         for g in self.graphs():
             graphs.setdefault(g.compile_id, []).append(g)
+        # a compile that made no graph (a frame that broke at once, or was
+        # skipped) is named by the code torch's metrics say it compiled
+        code: dict[str, tuple] = {}
+        for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ?",
+                                  ("compilation_metrics",)):
+            m = (_loads(md) or {}).get("compilation_metrics") or {}
+            if m.get("co_name"):
+                func, resumed_at = original_function(m["co_name"])
+                file = m.get("co_filename")
+                if file and not file.startswith("<") and not os.path.isabs(file):
+                    file = os.path.join(self.info.cwd or "", file)  # as Dynamo was given it
+                code[cid] = (func, file, resumed_at or m.get("co_firstlineno"))
         out = []
         for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
                                   "ORDER BY seq", ("graphdbg_compile_time",)):
             p = (_loads(md) or {}).get("graphdbg_compile_time") or {}
             gs = graphs.get(cid, [])
             first = gs[0] if gs else None
+            where = (first.function, first.file, first.line) if first else code.get(cid, (None,) * 3)
             out.append(CompileTime(
-                cid or "?", tuple(g.id for g in gs), first.function if first else None,
-                first.file if first else None, first.line if first else None,
+                cid or "?", tuple(g.id for g in gs), *where,
                 float(p.get("total") or 0.0), {k: float(p.get(k) or 0.0) for k in COMPILE_PHASES},
                 p.get("fx_cache") or {}, p.get("aot_cache") or {}, bool(p.get("failed"))))
         return out

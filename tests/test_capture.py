@@ -285,6 +285,22 @@ def test_compile_time_by_phase_adds_up_to_what_the_program_waited(tmp_path):
     assert doc["compile_times"][0]["phases"] == p
 
 
+def breaks_at_once(x):  # MARK breaks at once
+    torch._dynamo.graph_break()
+    return x.sin()
+
+
+@in_process
+def test_a_compile_that_made_no_graph_is_named_by_its_code(tmp_path):
+    with graphdbg.capture(str(tmp_path / "b.run"), eager=False, compare=False):
+        torch.compile(breaks_at_once, backend="eager")(torch.ones(3))
+    with graphdbg.open_run(str(tmp_path / "b.run")) as run:
+        times = run.compile_times()
+    empty = [c for c in times if not c.graph_ids]
+    assert empty and all((c.function, c.file, c.line) == (
+        "breaks_at_once", HERE, line_of(HERE, "breaks at once")) for c in empty)
+
+
 def test_eager_ops_of_an_optimizer_step_are_phase_optimizer(tmp_path):
     import graphdbg as api
     from conftest import line_of, query
