@@ -1,12 +1,22 @@
 """graphdbg's pytest plugin (the `pytest11` entry point `graphdbg`).
 
-- the `graphdbg` fixture: a recorder around the test body, with its counts,
-  findings and assertions (`graphdbg.testing.Recorder`);
+- the `graphdbg` fixture: the test's recorder, with its counts, findings
+  and assertions (`graphdbg.testing.Recorder`);
 - `@pytest.mark.graphdbg(max_graph_breaks=0, max_recompiles=0, compare=True,
-  rtol=None, atol=None, allow=[...])`: limits on every compile in the test,
-  checked when it ends;
+  rtol=None, atol=None, allow=[...])` on a test, its class or a
+  unittest.TestCase: limits on every compile in the test, checked when its
+  call ends;
 - `--graphdbg`: record every test; `--graphdbg-dir`, `--graphdbg-keep`,
   `--graphdbg-compare-first`, each with an ini twin; a summary at the end.
+
+Every kind of test item is recorded the same way (test functions,
+unittest.TestCase methods, other plugins' items): from the start of its setup
+(before its fixtures, so that a fixture asking for `graphdbg` gets a
+recorder that runs) to the end of its call (a TestCase's setUp, method and
+tearDown are its call); a fixture's teardown can still read the run, which
+is deleted (the test passed) when the teardown ends. A test that cannot be
+recorded fails when its marker or the fixture asked for it, and is named in
+a warning and in the summary under --graphdbg.
 
 Loading the plugin imports neither torch nor textual (tests/test_import_hygiene.py):
 torch comes with the first recorded test.
@@ -28,6 +38,7 @@ MARKER_HELP = ("graphdbg(max_graph_breaks=0, max_recompiles=0, max_graphs=None, 
 PROPERTY = "graphdbg"     # the user property that carries a test's counts to the summary
 _RECORDER = pytest.StashKey()
 _LIMITS = pytest.StashKey()
+_STATE = pytest.StashKey()
 
 
 # (flag, ini name, ini type, ini default, argparse keywords, help): every flag has an ini twin
@@ -89,19 +100,38 @@ def _limits(item: pytest.Item):
     return Limits.from_marker(marker.args, marker.kwargs)
 
 
+class GraphdbgWarning(pytest.PytestWarning):
+    """A test that --graphdbg was asked to record and could not."""
+
+
+class _Test:
+    """One recorded test across its phases (in the item's stash)."""
+
+    def __init__(self, rec) -> None:
+        self.rec = rec                      # its Recorder (graphdbg.testing)
+        self.failed = False                 # a phase failed (setup, call, teardown)
+        self.discard = False                # skipped: no run, no row in the summary
+        self.counts: dict | None = None     # judged at the end of the call (or a failed setup)
+        self.unrecorded: str | None = None  # why it could not be recorded
+        self.outcome = "passed"             # the call's (failed: any phase's)
+
+
 def _recorder_for(item: pytest.Item):
     """The item's recorder, made on first use: the fixture asks for it, the
-    marker or --graphdbg make one for the test body."""
+    marker or --graphdbg make one for the test."""
     rec = item.stash.get(_RECORDER, None)
     if rec is None:
         from .testing import Recorder
         limits = item.stash.get(_LIMITS, None)
         first = int(_option(item.config, "graphdbg_compare_first"))
         compare = first > 0 and (limits is None or limits.compare)
+        # durable=False: no fsync for files that are deleted when their test passes
         rec = Recorder(_run_path(item), nodeid=item.nodeid, compare=compare,
                        compare_first=max(first, 1),
-                       rtol=limits.rtol if limits else None, atol=limits.atol if limits else None)
+                       rtol=limits.rtol if limits else None, atol=limits.atol if limits else None,
+                       durable=False)
         item.stash[_RECORDER] = rec
+        item.stash[_STATE] = _Test(rec)
     return rec
 
 
@@ -110,7 +140,40 @@ def _wanted(item: pytest.Item) -> bool:
             or "graphdbg" in getattr(item, "fixturenames", ()))
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+def _start(item: pytest.Item, needed: bool) -> None:
+    """Start the item's recorder. One that cannot start fails the test when
+    its marker or the fixture needs it (``needed``); under --graphdbg alone
+    the test runs unrecorded, with a warning and a line in the summary."""
+    rec = _recorder_for(item)
+    if rec.started:
+        return
+    try:
+        rec.start()
+        return
+    except Exception as exc:  # noqa: BLE001 - said in the report, never swallowed
+        from .errors import GraphdbgError
+        why = str(exc) if isinstance(exc, GraphdbgError) else f"{type(exc).__name__}: {exc}"
+    if needed:
+        pytest.fail(f"graphdbg could not record this test: {why}", pytrace=False)
+    item.stash[_STATE].unrecorded = why
+    item.warn(GraphdbgWarning(f"graphdbg could not record {item.nodeid}: {why}"))
+
+
+def _stop(item: pytest.Item, failed: bool) -> None:
+    rec = item.stash.get(_RECORDER, None)
+    if rec is not None and rec.recording:
+        try:
+            rec.stop(failed=failed)
+        except Exception as exc:  # noqa: BLE001 - pytest's own hooks must not break on it
+            item.warn(GraphdbgWarning(f"graphdbg could not finish {rec.path}: "
+                                      f"{type(exc).__name__}: {exc}"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    for key in (_RECORDER, _STATE, _LIMITS):   # a test run again (a rerun plugin) starts anew
+        if key in item.stash:
+            del item.stash[key]
     # a bad marker fails the test's setup with one line, not our traceback
     try:
         limits = _limits(item)
@@ -118,61 +181,105 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(str(exc), pytrace=False)
     if limits is not None:
         item.stash[_LIMITS] = limits
+    # Recording starts here, before any fixture is set up: a fixture (autouse
+    # ones too) that asks for `graphdbg` gets a recorder that records, and what
+    # the test's fixtures compile is the test's (as a TestCase's setUp is: it runs
+    # in the call). It ends with the call; fixture teardown is not recorded.
+    if _wanted(item):
+        _start(item, needed=limits is not None
+               or "graphdbg" in getattr(item, "fixturenames", ()))
+    try:
+        return (yield)
+    except BaseException:
+        _stop(item, failed=True)
+        raise
 
 
 @pytest.fixture
 def graphdbg(request: pytest.FixtureRequest):
-    """Records the test body's torch.compile activity; assertions on it:
+    """Records the test's torch.compile activity; assertions on it:
     assert_no_graph_breaks(), assert_max_recompiles(n), assert_graphs(n),
     assert_close(rtol=None, atol=None), assert_no_errors(), assert_no_nan(),
     and `with graphdbg.expect(graphs=1, graph_breaks=0, recompiles=0): ...`."""
-    return _recorder_for(request.node)
+    rec = _recorder_for(request.node)
+    if not rec.started:      # asked for by request.getfixturevalue: from now on
+        _start(request.node, needed=True)
+    return rec
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function):
-    if not _wanted(pyfuncitem):
-        return (yield)
-    rec = _recorder_for(pyfuncitem)
-    rec.start()
-    failed = True
+def pytest_runtest_call(item: pytest.Item):
+    # Every kind of item: a test function, a unittest.TestCase method (with its
+    # setUp and tearDown), a plugin's own items. The recorder stops in
+    # pytest_runtest_makereport, where a TestCase's failure is known (unittest
+    # hands it to pytest there, not as an exception); here only when the call
+    # ends in an exception, which may stop pytest before any report (Ctrl-C).
     try:
-        result = yield
-        failed = False
-        return result
-    finally:
-        rec.stop(failed=failed)
+        return (yield)
+    except BaseException:
+        _stop(item, failed=True)
+        raise
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    rec = item.stash.get(_RECORDER, None)
-    if call.when != "call" or rec is None or not rec.started:
+    test = item.stash.get(_STATE, None)
+    if test is None:
         return report
-    try:
-        _judge(item, call, rec, report)
-    except Exception as exc:  # noqa: BLE001 - a broken run file must not hide the test's outcome
-        report.sections.append(("graphdbg", f"graphdbg could not read {rec.path}: {exc}"))
+    if call.when == "setup":
+        if report.skipped:
+            _stop(item, failed=False)
+            test.discard = True
+        elif report.failed:
+            test.failed = True
+            _read(item, call, test, report)
+    elif call.when == "call":
+        _stop(item, failed=report.failed)
+        _read(item, call, test, report)
+        test.failed |= report.failed
+        test.outcome = report.outcome
+        test.discard = report.skipped     # (unittest's skips come here)
+    else:
+        _stop(item, failed=test.failed)    # stopped already, unless pytest went another way
+        test.failed |= report.failed
+        _finish(item, test, report)
     return report
 
 
-def _judge(item: pytest.Item, call: pytest.CallInfo, rec, report: pytest.TestReport) -> None:
+def _read(item: pytest.Item, call: pytest.CallInfo, test: _Test, report) -> None:
+    rec = test.rec
+    if not rec.started:
+        return
+    try:
+        _judge(item, call, test, report)
+    except Exception as exc:  # noqa: BLE001 - a broken run file must not hide the test's outcome
+        text = f"graphdbg could not read {rec.path}: {exc}"
+        if report.passed and call.when == "call" and item.stash.get(_LIMITS, None) is not None:
+            # its limits could not be checked: a marked test does not pass unjudged
+            report.outcome = "failed"
+            report.longrepr = text
+        else:
+            report.sections.append(("graphdbg", text))
+
+
+def _judge(item: pytest.Item, call: pytest.CallInfo, test: _Test,
+           report: pytest.TestReport) -> None:
     from .format import short
     from .testing import counts_of, failure_text, finding_text, violations
+    rec = test.rec
     limits = item.stash.get(_LIMITS, None)
     with rec.run() as run:
         counts = counts_of(run)
-        found = violations(run, limits) if limits is not None else []
+        found = violations(run, limits) if limits is not None and call.when == "call" else []
         findings = run.findings()
-    keep = bool(_option(item.config, "graphdbg_keep"))
+    test.counts = counts.as_dict()
     over = report.passed and bool(found)
     if over:
         report.outcome = "failed"
         path, line, _ = item.location
         head = f"{path}:{(line or 0) + 1}: {item.name} went over {limits.describe()}"
         report.longrepr = failure_text(head, found, rec.path)
-    kept = keep or report.failed
     listed = call.excinfo is not None and getattr(call.excinfo.value, "graphdbg_listed", False)
     if findings and not over and not listed:
         # a test that fails (or passes) on its own keeps its outcome and its
@@ -181,38 +288,78 @@ def _judge(item: pytest.Item, call: pytest.CallInfo, rec, report: pytest.TestRep
         if report.failed:
             lines += [f"run saved: {short(rec.path)}", f"open it:   graphdbg tui {short(rec.path)}"]
         report.sections.append(("graphdbg findings", "\n".join(lines)))
-    report.user_properties.append((PROPERTY, json.dumps(
-        {**counts.as_dict(), "run": rec.path if kept else None})))
-    if not kept:
-        for suffix in ("", "-journal"):
+
+
+def _finish(item: pytest.Item, test: _Test, report: pytest.TestReport) -> None:
+    """When the test's teardown ends (a fixture's teardown may still read the
+    run): keep or delete its run, and hand its counts to the summary, on the
+    teardown report (as junitxml reads user properties; xdist sends them on)."""
+    rec = test.rec
+    if test.unrecorded is not None:
+        row = {"unrecorded": test.unrecorded}
+    elif not rec.started:
+        return
+    else:
+        kept = not test.discard and (bool(_option(item.config, "graphdbg_keep")) or test.failed)
+        if not kept:
+            for suffix in ("", "-journal"):
+                try:
+                    os.remove(rec.path + suffix)
+                except FileNotFoundError:
+                    pass
+        if test.discard:
+            return
+        counts = test.counts
+        if counts is None:   # the call never ran and setup did not fail: read what there is
             try:
-                os.remove(rec.path + suffix)
-            except FileNotFoundError:
-                pass
+                from .testing import counts_of
+                with rec.run() as run:
+                    counts = counts_of(run).as_dict()
+            except Exception:  # noqa: BLE001 - counted as nothing; the test's report says why
+                counts = None
+        if counts is None:
+            from .testing import Counts
+            counts = Counts().as_dict()
+        row = {**counts, "run": rec.path if kept else None}
+    row["outcome"] = "failed" if test.failed else test.outcome
+    report.user_properties.append((PROPERTY, json.dumps(row)))
 
 
 # -- the session summary ----------------------------------------------------------------
 
 class Summary:
-    """Counts per test, from each report's user properties (xdist sends them
-    to the controller), and the table at the end."""
+    """Counts per test, from the user properties of each test's teardown
+    report (xdist sends them to the controller), and the table at the end."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, dict]] = []
+        self.unrecorded: list[tuple[str, str]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
+        if report.when != "teardown":
             return
         for name, value in report.user_properties:
             if name == PROPERTY:
-                self.rows.append((report.nodeid, report.outcome, json.loads(value)))
+                row = json.loads(value)
+                if "unrecorded" in row:
+                    self.unrecorded.append((report.nodeid, row["unrecorded"]))
+                else:
+                    self.rows.append((report.nodeid, row.get("outcome", ""), row))
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int,
                                 config: pytest.Config) -> None:
-        if hasattr(config, "workerinput") or not self.rows:
+        if hasattr(config, "workerinput") or not (self.rows or self.unrecorded):
             return
         tr, rows = terminalreporter, self.rows
         tr.write_sep("=", "graphdbg summary")
+        if self.unrecorded:
+            # never silent: a test asked for and not recorded is said so, with why
+            tr.write_line(f"{len(self.unrecorded)} test(s) could not be recorded:", yellow=True)
+            for nodeid, why in self.unrecorded:
+                tr.write_line(f"  {nodeid}: {why}")
+            if not rows:
+                return
+            tr.write_line("")
         total = {k: sum(r[2][k] for r in rows) for k in ("graphs", "graph_breaks", "recompiles",
                                                          "divergences", "errors")}
         tr.write_line(f"{len(rows)} test(s) recorded: {total['graphs']} graphs, "

@@ -110,14 +110,18 @@ class RunWriter:
     on autograd worker threads)."""
 
     def __init__(self, path: str, *, commit_interval: float = 1.0,
-                 batch_rows: int = 5000) -> None:
+                 batch_rows: int = 5000, durable: bool = True) -> None:
+        """``durable=False``: no fsync and the rollback journal in memory, for
+        runs that are most often deleted (the pytest plugin's, one per test):
+        the fsyncs were most of a short run's cost. A machine's crash can lose
+        such a file, and so can the program's dying in the middle of a commit."""
         self.path = os.path.abspath(path)
         if os.path.exists(self.path):
             os.remove(self.path)
         self._db = sqlite3.connect(self.path, check_same_thread=False,
                                    isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=DELETE")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA journal_mode=DELETE" if durable else "PRAGMA journal_mode=MEMORY")
+        self._db.execute("PRAGMA synchronous=NORMAL" if durable else "PRAGMA synchronous=OFF")
         self._db.executescript(SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._lock = threading.RLock()

@@ -1,4 +1,4 @@
-"""What the pytest plugin gives a test: a recorder around the test body, its
+"""What the pytest plugin gives a test: a recorder around the test, its
 counts and findings (read through `graphdbg.query`), assertions, and the
 text of a failure.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import unittest
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,6 +193,13 @@ def divergence_line(d: dict) -> str:
 
 
 _RUNNER = re.compile(r"[/\\](_pytest|pluggy|xdist|execnet)[/\\]")
+# the standard library's unittest, which runs a TestCase's setUp, method and
+# tearDown (its folder only: a project's own tests/unittest/ is the user's)
+_UNITTEST = os.path.dirname(os.path.abspath(unittest.__file__)) + os.sep
+
+
+def _runner_frame(file: str | None) -> bool:
+    return bool(file) and (bool(_RUNNER.search(file)) or file.startswith(_UNITTEST))
 
 
 def finding_text(f: Finding) -> list[str]:
@@ -214,7 +222,7 @@ def finding_text(f: Finding) -> list[str]:
     # the test runner's frames (pytest calling the test, and what called pytest)
     # are not the user's: the chain starts at the test function
     stack = list(f.stack[:-1])
-    runner = [i for i, c in enumerate(stack) if _RUNNER.search(c.file or "")]
+    runner = [i for i, c in enumerate(stack) if _runner_frame(c.file)]
     callers = stack[runner[-1] + 1:][-2:] if runner else stack[-2:]
     if callers:
         out.append("  called from " + " <- ".join(
@@ -243,19 +251,24 @@ def failure_text(head: str, found: Sequence[Violation], run_path: str | None) ->
 class Recorder:
     """Captures one test's torch.compile activity into a run file.
 
-    The plugin starts it just before the test function runs and stops it
-    just after; the assertions read the run (so far) through the query
-    layer. Each recorded test starts from Dynamo's empty cache
-    (`torch._dynamo.reset()`, as torch's own tests do) so that its graphs,
-    breaks and recompiles are its own, whatever ran before it."""
+    The plugin starts it before the test's setup (its fixtures) and stops
+    it when the test's call ends (a unittest.TestCase's setUp, method and
+    tearDown included); the assertions read the run (so far, or after it
+    stopped, until the plugin deletes a passing test's run when its teardown
+    ends) through the query layer. Each recorded test starts from Dynamo's
+    empty cache (`torch._dynamo.reset()`, as torch's own tests do) so that
+    its graphs, breaks and recompiles are its own, whatever ran before it.
+    ``durable=False`` (the plugin's): the run file is written without fsync,
+    as most are deleted when their test passes."""
 
     def __init__(self, path: str, *, nodeid: str = "", compare: bool = True,
                  rtol: float | None = None, atol: float | None = None,
-                 compare_first: int = 1) -> None:
+                 compare_first: int = 1, durable: bool = True) -> None:
         self.path = path
         self.nodeid = nodeid
         self.compare, self.rtol, self.atol = compare, rtol, atol
         self.compare_first = compare_first
+        self.durable = durable
         self._session = None
         self.started = False
 
@@ -273,11 +286,25 @@ class Recorder:
         options = CaptureOptions(eager=False, compare=self.compare,
                                  compare_first=self.compare_first, rtol=self.rtol,
                                  atol=self.atol)
-        writer = RunWriter(self.path)
-        writer.set_meta(argv=["pytest", self.nodeid], module=False, graphdbg=__version__)
-        torch._dynamo.reset()
-        self._session = CaptureSession(writer, options)
-        self._session.start()
+        writer = RunWriter(self.path, durable=self.durable)
+        try:
+            writer.set_meta(argv=["pytest", self.nodeid], module=False, graphdbg=__version__)
+            torch._dynamo.reset()
+            session = CaptureSession(writer, options)
+            session.start()
+        except BaseException:
+            # nothing half made is left behind: no open file, no run that says "running"
+            try:
+                writer.close(status="failed")
+            except Exception:  # noqa: BLE001 - the first error is the one to tell
+                pass
+            for suffix in ("", "-journal"):
+                try:
+                    os.remove(self.path + suffix)
+                except OSError:
+                    pass
+            raise
+        self._session = session
         self.started = True
 
     def stop(self, failed: bool = False) -> None:
@@ -301,8 +328,8 @@ class Recorder:
             self._session.backend.finish_checks()
             self._session.writer.flush()
         if not self.started:
-            raise RuntimeError("the graphdbg recorder has not started: it records the test "
-                               "function's body only")
+            raise RuntimeError("the graphdbg recorder has not started: it records a test from "
+                               "its setup to the end of its call")
         return Run(self.path)
 
     # -- what a test reads ----------------------------------------------------------------

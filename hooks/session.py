@@ -37,6 +37,19 @@ from .trace import TraceCapture
 _active: list["CaptureSession"] = []  # innermost last
 
 
+def _after_fork_in_child() -> None:
+    # One callback for the process, registered once below, not one per session:
+    # a callback holding a session (os.register_at_fork never lets one go) would
+    # keep every session alive, and its writer, its graphs and its checkers with it
+    # (a pytest run records one session per test). The sessions capturing at the
+    # fork are the ones in `_active`; a stopped one has closed its file already.
+    for session in list(_active):
+        session._after_fork_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def current() -> "CaptureSession | None":
     """The innermost session capturing this process, if any (`graphdbg.check_graph` records into it)."""
     return next((s for s in reversed(_active) if s.ctx.active), None)
@@ -75,7 +88,6 @@ class CaptureSession:
             mode = EagerRecorder(self.ctx, self.keeper)
             mode.__enter__()
             self.ctx.eager_mode = mode
-        os.register_at_fork(after_in_child=self._after_fork_child)
 
     def stop(self, **final_meta: Any) -> None:
         ctx = self.ctx

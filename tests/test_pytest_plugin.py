@@ -212,6 +212,98 @@ def test_without_graphdbg_is_not_recorded():
 '''
 
 
+# unittest.TestCase tests, as torch's and transformers' suites are written: the
+# marker on a method and on a class; setUp's compiles are the test's
+CASES = '''import unittest
+
+import pytest
+import torch
+from program import breaks, clean, scaled
+
+X = torch.ones(4)
+
+
+class Recompiles(unittest.TestCase):
+    def setUp(self):
+        self.f = torch.compile(scaled, backend="eager")
+        self.f(X, 0.5)
+
+    @pytest.mark.graphdbg
+    def test_case_marker_recompile_fails(self):
+        self.f(X, 2.0)  # MARK case recompile
+
+    @pytest.mark.graphdbg(max_recompiles=1)
+    def test_case_marker_one_recompile_allowed(self):
+        self.f(X, 2.0)
+
+    def test_case_unmarked_is_not_recorded(self):
+        self.f(X, 2.0)
+
+
+@pytest.mark.graphdbg(max_graphs=1)
+class MarkedClass(unittest.TestCase):
+    def test_case_class_marker_fails(self):
+        torch.compile(breaks, backend="eager")(X)
+
+    def test_case_class_marker_passes(self):
+        torch.compile(clean, backend="eager")(X)
+'''
+
+# the fixture asked for by an autouse fixture, for a function and for TestCases
+AUTOUSE = '''import unittest
+
+import pytest
+import torch
+from program import breaks, clean
+
+X = torch.ones(4)
+
+
+@pytest.fixture(autouse=True)
+def recorded(request, graphdbg):
+    # at setup the recorder runs already and has seen nothing
+    assert graphdbg.recording and graphdbg.counts().graphs == 0
+    if request.instance is not None:
+        request.instance.graphdbg = graphdbg
+    yield
+    graphdbg.assert_no_graph_breaks()   # after the call: the run is still there
+
+
+@pytest.fixture
+def warm():
+    f = torch.compile(clean, backend="eager")
+    f(X)            # at setup: recorded, and still compiled when the test runs
+    return f
+
+
+def test_autouse_function(graphdbg, warm):
+    with graphdbg.expect(graphs=0, recompiles=0):
+        warm(X)
+    graphdbg.assert_graphs(1)
+
+
+class AutouseCase(unittest.TestCase):
+    def test_autouse_case(self):
+        torch.compile(clean, backend="eager")(X)
+        self.graphdbg.assert_graphs(1)
+
+    def test_autouse_teardown_fails(self):
+        torch.compile(breaks, backend="eager")(X)
+'''
+
+# how many capture sessions are still alive when the inner run ends
+LIFETIME = '''import gc
+import sys
+
+
+def pytest_sessionfinish(session):
+    gc.collect()
+    hooks = sys.modules.get("graphdbg.hooks.session")
+    live = sum(type(o) is hooks.CaptureSession for o in gc.get_objects()) if hooks else -1
+    print(f"\\nlive capture sessions: {live}")
+'''
+
+
 def _line(text: str, mark: str) -> int:
     (n,) = [i for i, ln in enumerate(text.splitlines(), 1) if ln.rstrip().endswith(f"# MARK {mark}")]
     return n
@@ -248,11 +340,15 @@ def run_tests(pytester, *select: str, args=()) -> list[str]:
 
 @pytest.fixture(scope="module")
 def main_run(tmp_path_factory) -> tuple[list[str], Path]:
-    """Every test of TESTS in one pytest process: one torch import serves
-    the marker, fixture and own-error checks below."""
+    """Every test of TESTS, CASES and AUTOUSE in one pytest process: one
+    torch import serves the marker, fixture, TestCase and own-error checks
+    below."""
     folder = tmp_path_factory.mktemp("plugin")
     (folder / "program.py").write_text(PROGRAM)
     (folder / "test_user.py").write_text(TESTS)
+    (folder / "test_cases.py").write_text(CASES)
+    (folder / "test_autouse.py").write_text(AUTOUSE)
+    (folder / "conftest.py").write_text(LIFETIME)
     shutil.copy(SAMPLE, folder / SAMPLE.name)
     proc = subprocess.run([sys.executable, "-m", "pytest", *ARGS], cwd=folder,
                           capture_output=True, text=True, env=ENV, timeout=600)
@@ -391,8 +487,8 @@ def test_the_session_summary_and_an_unrecorded_test(main_run):
     out, folder = main_run
     whole = "\n".join(out)
     assert "graphdbg summary" in whole
-    # every test but the unrecorded one and the one whose setup failed on its marker
-    n = len(_outcomes(out)) - 2
+    # every test but the unrecorded ones and the one whose setup failed on its marker
+    n = len(_outcomes(out)) - 3
     assert re.search(rf"^{n} test\(s\) recorded: \d+ graphs, \d+ graph breaks, "
                      r"\d+ recompiles, \d+ divergences, \d+ errors$", whole, re.M), whole[-3000:]
     assert re.search(r"^test_user.py::test_marker_break_fails\s+2\s+1\s+0\s+0\s+0$", whole, re.M)
@@ -402,6 +498,174 @@ def test_the_session_summary_and_an_unrecorded_test(main_run):
     assert "test_without_graphdbg_is_not_recorded" not in whole.split("graphdbg summary")[1] \
         .split("short test summary")[0]
     assert not list((folder / ".graphdbg").glob("*not_recorded*"))
+
+
+@shared_run
+def test_unittest_testcase_methods_are_recorded_and_judged_by_their_marker(main_run):
+    out, folder = main_run
+    got = _outcomes(out)
+    want = {"test_case_marker_recompile_fails": "FAILED",
+            "test_case_marker_one_recompile_allowed": "PASSED",
+            "test_case_unmarked_is_not_recorded": "PASSED",
+            "test_case_class_marker_fails": "FAILED",
+            "test_case_class_marker_passes": "PASSED"}
+    assert {t: got[t] for t in want} == want
+    # the method's marker fails it at the recompile's line, called from the
+    # method (unittest's own frames are the runner's, like pytest's)
+    text = _section(out, "Recompiles.test_case_marker_recompile_fails")
+    assert re.search(r"^test_cases.py:\d+: test_case_marker_recompile_fails went over "
+                     r"@pytest.mark.graphdbg\(\)$", text, re.M), text
+    assert "- 1 recompiles (at most 0)" in text
+    assert f"recompile at program.py:{PROGRAM_LINES['scaled']} in scaled" in text
+    assert "scale changed: was 0.5, now 2.0" in text
+    assert (f"called from test_cases.py:{_line(CASES, 'case recompile')} "
+            "test_case_marker_recompile_fails\n") in text + "\n"
+    assert "unittest" not in text and "Traceback" not in text
+    run = re.search(r"run saved: (\S+\.run)", text)[1]
+    assert (folder / run).exists()
+    # the class's marker, on each of its methods
+    text = _section(out, "MarkedClass.test_case_class_marker_fails")
+    assert "went over @pytest.mark.graphdbg(max_graphs=1)" in text
+    assert "- 1 graph breaks (at most 0)" in text and "- 2 graphs compiled (at most 1)" in text
+    whole = "\n".join(out)
+    # setUp's compile is the test's: one graph, then the recompile
+    assert re.search(r"^test_cases.py::Recompiles::test_case_marker_recompile_fails\s+2\s+0\s+1"
+                     r"\s+0\s+0$", whole, re.M), whole[-3000:]
+    summary = whole.split("graphdbg summary")[1].split("short test summary")[0]
+    assert "test_case_unmarked_is_not_recorded" not in summary
+
+
+@shared_run
+def test_the_fixture_asked_for_by_an_autouse_fixture(main_run):
+    out, folder = main_run
+    got = _outcomes(out)
+    # the autouse fixture found the recorder running at setup, for a function and
+    # for TestCase methods; what a fixture compiled at setup is the test's, and
+    # stays compiled for it (no second graph in the body)
+    assert (got["test_autouse_function"], got["test_autouse_case"]) == ("PASSED", "PASSED")
+    # its teardown still reads the run (the test passed: the run goes afterwards,
+    # unless the teardown fails, as here)
+    assert got["test_autouse_teardown_fails"] == "ERROR"
+    whole = "\n".join(out)
+    m = re.search(r"_+ ERROR at teardown of AutouseCase.test_autouse_teardown_fails _+\n"
+                  r"(.*?)(?=\n_{3,} |\n={3,} )", whole, re.S)
+    assert m, whole[-3000:]
+    assert "1 graph break(s) at 1 place(s)" in m[1]
+    assert f"graph break at program.py:{PROGRAM_LINES['break']} in breaks" in m[1]
+    run = re.search(r"run saved: (\S+\.run)", m[1])[1]
+    assert (folder / run).exists()
+    assert not list((folder / ".graphdbg").glob("*test_autouse_case*"))     # passed: deleted
+    assert "has not started" not in whole
+
+
+@shared_run
+def test_no_capture_session_outlives_its_test(main_run):
+    # each session's fork callback held it for the life of the process: ~40
+    # recorded tests left ~40 sessions (and their writers) behind
+    out, _ = main_run
+    assert "live capture sessions: 0" in out
+
+
+def test_a_stopped_capture_session_is_freed(tmp_path, clean_torch):
+    import gc
+    import weakref
+
+    import torch
+
+    from graphdbg.hooks import CaptureSession
+    from graphdbg.options import CaptureOptions
+    from graphdbg.runfile import RunWriter
+
+    def program(x):
+        return torch.sin(x) + 1
+
+    def record() -> list[weakref.ref]:
+        session = CaptureSession(RunWriter(str(tmp_path / "a.run"), durable=False),
+                                 CaptureOptions(eager=False))
+        session.start()
+        torch.compile(program, backend="eager")(torch.ones(4))
+        session.stop(exit_status=0)
+        return [weakref.ref(session), weakref.ref(session.ctx), weakref.ref(session.writer)]
+
+    # torch's first compile in a process caches the functions of its namespace
+    # (torch.overrides), graphdbg's hook on torch.export.export among them when
+    # a session is capturing: that one session's context would stay. Not here.
+    torch.compile(program, backend="eager")(torch.ones(4))
+    torch._dynamo.reset()
+    refs = record()
+    torch._dynamo.reset()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
+UNITTEST_SUITE = '''import unittest
+
+import torch
+from program import breaks, clean, scaled
+
+X = torch.ones(4)
+
+
+class Model(unittest.TestCase):
+    def setUp(self):
+        self.f = torch.compile(scaled, backend="eager")
+        self.f(X, 0.5)
+
+    def tearDown(self):
+        torch.compile(clean, backend="eager")(X)
+
+    def test_clean(self):
+        self.f(X, 0.5)
+
+    def test_recompiles(self):
+        self.f(X, 2.0)
+
+    def test_breaks_and_fails(self):
+        torch.compile(breaks, backend="eager")(X)  # MARK suite break
+        self.assertEqual(1, 2)
+
+    def test_blocked(self):
+        self.f(X, 0.5)
+
+    @unittest.skip("not today")
+    def test_skipped(self):
+        pass
+'''
+
+
+def test_graphdbg_records_every_test_of_a_unittest_suite(pytester):
+    # --graphdbg on a unittest-style file: every TestCase method is recorded
+    # (setUp and tearDown with it), the summary counts them, the failing one's
+    # run is kept; one whose run file cannot be written (a folder is in the way)
+    # runs unrecorded, with a warning and a line in the summary
+    pytester.makepyfile(program=PROGRAM, test_suite=UNITTEST_SUITE)
+    pytester.mkdir(".graphdbg")
+    pytester.mkdir(".graphdbg/test_suite.py__Model__test_blocked.run")
+    out = pytester.runpytest_subprocess(*ARGS, "--graphdbg").outlines
+    assert _outcomes(out) == {"test_clean": "PASSED", "test_recompiles": "PASSED",
+                              "test_breaks_and_fails": "FAILED", "test_blocked": "PASSED"}
+    whole = "\n".join(out)
+    summary = whole.split("graphdbg summary")[1].split("short test summary")[0]
+    # setUp's graph, the method's, tearDown's (the skipped test is left out)
+    assert re.search(r"^3 test\(s\) recorded: 9 graphs, 1 graph breaks, 1 recompiles, "
+                     r"0 divergences, 0 errors$", summary, re.M), summary
+    assert re.search(r"^test_suite.py::Model::test_recompiles\s+3\s+0\s+1\s+0\s+0$",
+                     summary, re.M), summary
+    assert re.search(r"^test_suite.py::Model::test_breaks_and_fails\s+4\s+1\s+0\s+0\s+0$",
+                     summary, re.M), summary
+    assert re.search(r"^1 test\(s\) could not be recorded:\n  test_suite.py::Model::test_blocked: "
+                     r"IsADirectoryError: ", summary, re.M), summary
+    assert "GraphdbgWarning: graphdbg could not record test_suite.py::Model::test_blocked" in whole
+    assert "run files kept: 1 " in summary
+    kept = sorted(p.name for p in (pytester.path / ".graphdbg").glob("*.run") if p.is_file())
+    assert kept == ["test_suite.py__Model__test_breaks_and_fails.run"]
+    # the failure keeps unittest's own error, with what was found beside it
+    text = _section(out, "Model.test_breaks_and_fails")
+    assert "AssertionError: 1 != 2" in text
+    assert re.search(r"-+ graphdbg findings -+\ngraph break at program.py:"
+                     rf"{PROGRAM_LINES['break']} in breaks", whole)
+    assert (f"called from test_suite.py:{_line(UNITTEST_SUITE, 'suite break')} "
+            "test_breaks_and_fails") in whole
 
 
 INI = """\
