@@ -142,6 +142,21 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     return f"{name} (called)", called, root
 
 
+def _real_forward(fn: Callable) -> Callable:
+    """What Dynamo itself keeps of a backend's result (``OutputGraph``'s
+    compile, 2.13-2.15): a ``_LazyGraphModule``'s ``_lazy_forward`` (a backend
+    that returns ``gm.forward``) is recompiled at once and replaced by the real
+    ``forward``, so the lazy method is freed. Our wrapper stands in front of
+    it, so Dynamo no longer sees it: do the same here, or it would live as
+    long as the compiled code (PyTorch's test_drop_cache_on_skip)."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+    lazy = getattr(fn, "__self__", None)
+    if isinstance(lazy, _LazyGraphModule) and getattr(fn, "__name__", None) == "_lazy_forward":
+        _LazyGraphModule.force_recompile(lazy)
+        return lazy.forward
+    return fn
+
+
 def _in_site_packages(filename: str) -> bool:
     return f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}dist-packages{os.sep}" in filename
 
@@ -287,7 +302,9 @@ class BackendRecorder:
                             dumps(shapes), dumps(dtypes), user_id, stack, mpath, mcls,
                             _arg_text(node)))
         try:
-            code = gm.code
+            # not gm.code: on a lazy GraphModule (Dynamo's) that installs the real
+            # forward before the backend sees it, which changes what Dynamo keeps
+            code = gm.graph.python_code(root_module="self").src
         except Exception:
             code = None
         w.put_graph(graph_id, compile_id=graph.compile_id, backend=graph.backend,
@@ -301,6 +318,7 @@ class BackendRecorder:
 
     # -- run time ---------------------------------------------------------------
     def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:
+        fn = _real_forward(fn)
         counter = itertools.count()
         run = self._run
 

@@ -55,8 +55,20 @@ def _weak(obj: Any) -> Callable[[], Any]:
         return lambda: obj
 
 
-def _held(inputs: list, weak: bool) -> list[Callable[[], Any]]:
-    return [_weak(v) if weak and isinstance(v, torch.Tensor) else (lambda v=v: v) for v in inputs]
+def _drop_with(compiled_fn: Any, checker: "DivergenceChecker") -> None:
+    """When the program lets go of ``compiled_fn``, the checker lets go of
+    the gradient check it left pending on it (and of that call's inputs)."""
+    ref = weakref.ref(checker)
+
+    def dropped() -> None:
+        c = ref()
+        if c is not None:
+            c.pending_grads = None
+
+    try:
+        weakref.finalize(compiled_fn, dropped)
+    except TypeError:  # not weakly referenceable: lives as long as the session anyway
+        pass
 
 
 @dataclass(frozen=True)
@@ -174,12 +186,12 @@ class DivergenceChecker:
                 # Not now: the program's own forward activations are alive until
                 # its backward, and two more forward-backward runs on top of them
                 # would double its peak memory. Before the graph's next call (or
-                # when the session ends) they are gone. Held weakly: a graph the
-                # program drops, and its inputs, are freed as without graphdbg
-                # (the check is then skipped); only our own clones are held.
+                # when the session ends) they are gone. The inputs are held only
+                # while the compiled graph lives: a graph the program drops is
+                # freed as without graphdbg, with its inputs (the check is dropped).
                 self.grads_checked = True
-                self.pending_grads = (call_idx, _held(inputs, weak=not self.needs_clone), rng,
-                                      _weak(compiled_fn))
+                self.pending_grads = (call_idx, inputs, rng, _weak(compiled_fn))
+                _drop_with(compiled_fn, self)
             return
         d, (name, what) = found
         key = f"{name}|{what}"
@@ -209,17 +221,14 @@ class DivergenceChecker:
         pending, self.pending_grads = self.pending_grads, None
         if pending is None:
             return
-        checked_call, held, rng, fn_ref = pending
+        checked_call, inputs, rng, fn_ref = pending
         compiled_fn = fn_ref()
         if compiled_fn is None:
             return  # the program dropped the compiled graph
         if args is not None:
             self._gradients(call_idx, list(args), rng_state(), compiled_fn)
-            return
-        inputs = [ref() for ref in held]
-        if any(v is None for v, ref in zip(inputs, held) if isinstance(ref, weakref.ref)):
-            return  # the program freed the inputs: nothing left to check on
-        self._gradients(checked_call, inputs, rng, compiled_fn)
+        else:
+            self._gradients(checked_call, inputs, rng, compiled_fn)
 
     def _compare(self, compiled: list, eager: list, judged: list, args: tuple,
                  ref_inputs: list) -> tuple | None:

@@ -58,3 +58,30 @@ def test_a_dropped_graph_its_model_and_inputs_are_freed_while_graphdbg_watches(t
         program(watched)
         assert len(watched) == 3
         assert alive(watched) == [], "kept alive by graphdbg while it watches"
+
+
+def drop_cache_on_skip() -> bool:
+    """PyTorch's test_drop_cache_on_skip (test/dynamo/test_recompile_ux.py): the
+    backend's result is freed as soon as Dynamo lets go of it, with no gc."""
+    triggered = []
+
+    def compiler(gm, example_inputs):
+        f = gm.forward
+        weakref.finalize(f, lambda: triggered.append(True))
+        return f
+
+    def model(x, i):
+        return x + i
+
+    x = torch.randn(2)
+    for i in range(2):
+        torch.compile(model, backend=compiler)(x, i)
+    return bool(triggered)
+
+
+def test_a_backends_result_is_freed_as_promptly_as_without_graphdbg(tmp_path):
+    plain = drop_cache_on_skip()
+    torch._dynamo.reset()
+    with graphdbg.capture(str(tmp_path / "d.run")):
+        watched = drop_cache_on_skip()
+    assert plain and watched
