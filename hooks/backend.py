@@ -28,6 +28,7 @@ import os
 import re
 import sys
 import time
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -320,12 +321,20 @@ class BackendRecorder:
     def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:
         fn = _real_forward(fn)
         counter = itertools.count()
-        run = self._run
+        # Weakly: Dynamo may keep the wrapper (its __compiled_fn globals stay in
+        # the program's module after a reset) long after the session ended; it
+        # must not keep the session's recorder, checkers and writer alive too.
+        recorder = weakref.ref(self)
+        if checker is not None:
+            self.checkers[graph_id] = checker
 
         # Pass-through wrapper: whatever calling convention the compiled
         # callable has (plain or boxed), its caller keeps using it.
         def compiled_graph(*args, **kwargs):
-            return run(fn, graph_id, counter, args, kwargs, checker)
+            r = recorder()
+            if r is None:
+                return fn(*args, **kwargs)
+            return r._run(fn, graph_id, counter, args, kwargs, r.checkers.get(graph_id))
 
         if hasattr(fn, "_boxed_call"):
             compiled_graph._boxed_call = fn._boxed_call

@@ -715,3 +715,33 @@ def test_plugin_loads_without_torch_or_textual(pytester):
     # (pytest-textual-snapshot, installed beside it here, imports textual itself)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot")
     r.assert_outcomes(passed=1)
+
+
+def test_a_session_is_freed_while_dynamo_keeps_its_compiled_graph(tmp_path, clean_torch):
+    # Dynamo keeps a compiled graph (and, after a reset, its globals in the
+    # program's module); graphdbg's wrapper around it must not keep the session
+    import gc
+    import weakref
+
+    import torch
+
+    from graphdbg.hooks import CaptureSession
+    from graphdbg.options import CaptureOptions
+    from graphdbg.runfile import RunWriter
+
+    def program(x):
+        return torch.sin(x) + 1
+
+    compiled = torch.compile(program, backend="eager")
+    compiled(torch.ones(4))  # torch's first compile in the process, before the session
+    torch._dynamo.reset()
+    session = CaptureSession(RunWriter(str(tmp_path / "k.run"), durable=False),
+                             CaptureOptions(eager=False))
+    session.start()
+    compiled(torch.ones(4))  # compiled under the session, kept by Dynamo after it
+    session.stop(exit_status=0)
+    refs = [weakref.ref(session), weakref.ref(session.ctx), weakref.ref(session.writer)]
+    del session
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    assert float(compiled(torch.zeros(4)).sum()) == 4.0  # and the graph still runs, unrecorded
