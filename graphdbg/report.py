@@ -351,8 +351,10 @@ def _compile_time_section(doc: dict) -> list:
     by_code: dict[tuple, list] = {}
     for c in times:
         by_code.setdefault((c["function"], c["file"], c["line"]), []).append(c)
-    # "recompile of f() at x.py:3: scale changed ..." -> "scale changed ..."
-    reasons = {d["id"]: re.sub(r"^recompile of .*? at \S+:\d+: ", "", d["message"])
+    # "recompile of f() at x.py:3: scale changed ..." -> "scale changed ..." (without
+    # the list of frames one change recompiled: each is a row here)
+    reasons = {d["id"]: re.sub(r" \(\d+ compiled frames recompiled: .*\)$", "",
+                               re.sub(r"^recompile of .*? at \S+:\d+: ", "", d["message"]))
                for d in doc["diagnostics"] if d["kind"] == "recompile"}
     for (fn, file, line), cs in by_code.items():
         if len(cs) > 1 and fn:

@@ -9,6 +9,7 @@ variable, inductor's ``GraphLowering.current_node``, an Interpreter's
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -186,3 +187,51 @@ def last_traced_node(exc: BaseException) -> torch.fx.Node | None:
             if n.meta.get("stack_trace"):
                 return n
     return None
+
+
+_SIZE_SOURCE = re.compile(r"L\['[^'\]]+'\](?:\.size\(\)\[\d+\])?")
+
+
+def constraint_guards(exc: BaseException) -> list[tuple[str, int, str, str]]:
+    """For a violated shape constraint (an export ``Dim`` range, a
+    ``mark_dynamic`` the code specialises): the guards torch added on the
+    sizes it names, each ``(file, line, function, guard)``, at the user's line
+    that made it (the shape environment keeps where each guard came from), in
+    the order they were added. The error itself is raised after tracing, at
+    no line of the program."""
+    from graphdbg.sourcemap import is_internal
+    chain = exception_chain(exc)
+    if not any(type(e).__name__ == "ConstraintViolationError"
+               or str(e).startswith("Constraints violated") for e in chain):
+        return []
+    names = set(_SIZE_SOURCE.findall("\n".join(str(e) for e in chain)))
+    envs: list = []
+    for e in chain:
+        tb = e.__traceback__
+        while tb is not None:
+            for v in list(tb.tb_frame.f_locals.values()):
+                if type(v).__name__ == "ShapeEnv" and not any(v is x for x in envs):
+                    envs.append(v)
+            tb = tb.tb_next
+    out = []
+    for env in envs:
+        symbols, said = set(), {}
+        for sym, sources in getattr(env, "var_to_sources", {}).items():
+            for src in sources:
+                name = src.name() if callable(src.name) else src.name
+                said.setdefault(str(sym), re.sub(r"^L\['([^']+)'\]", r"\1", str(name)))
+                if name in names:
+                    symbols.add(sym)
+        for g in getattr(env, "guards", ()):
+            if not symbols & set(getattr(g.expr, "free_symbols", ())):
+                continue
+            loc = getattr(getattr(g, "sloc", None), "framework_loc", None)
+            if loc is None or is_internal(loc.filename):
+                continue
+            # the guard in the program's words: x.size()[0] > 4, not s77 > 4
+            guard = re.sub(r"\b[su]\d+\b", lambda m: said.get(m[0], m[0]), str(g.expr))
+            file = loc.filename if loc.filename.startswith("<") else os.path.abspath(loc.filename)
+            site = (file, loc.lineno or 0, loc.name, guard)
+            if site not in out:
+                out.append(site)
+    return out

@@ -26,12 +26,23 @@ from dataclasses import dataclass, field
 from graphdbg.sourcemap import Frame, parse_traceback
 
 _ENTRY = re.compile(r"^\s*(?P<entry>\d+/\d+): ")
-_TENSOR = re.compile(r"^tensor '(?P<name>[^']+)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$")
+# the name may hold quotes of its own: `tensor 'kwargs['a']['b']' size mismatch ...`
+_TENSOR = re.compile(r"^tensor '(?P<name>.+?)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$")
 _EXPECTED = re.compile(r"expected (?P<expected>[^,]+?)(?:, actual (?P<actual>.+?))?\.?$")
 _INDEX = re.compile(r"at index (\d+)")
 # torch's wrapper of a module compiled whole takes (*args, **kwargs): `args[0]`
 # is the module's first argument
 _ARG = re.compile(r"^args\[(\d+)\]$")
+# a keyword argument (`kwargs['pixel_values']`, as every transformers call passes
+# its tensors), or an item of an argument (`kwargs['a']['b']`, `args[0]['b']`)
+_KWARG = re.compile(r"^kwargs\[(?P<q>['\"])(?P<key>.+?)(?P=q)\](?P<rest>.*)$")
+_ARG_ITEM = re.compile(r"^args\[(?P<index>\d+)\](?P<rest>.+)$")
+# a tensor argument that is not one now (None, a number): torch 2.13 says
+# "expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>",
+# 2.15 "... to be <class 'torch.Tensor'>, but found <class 'NoneType'>"
+_TYPE_OF = re.compile(r"^expected type of '(?P<name>.+?)' to be (?P<expected>.+?),?\s*'?\s*"
+                      r"but found (?P<actual>.+)$")
+_CLASS = re.compile(r"^<class '(?:[\w.]+\.)?(?P<name>\w+)'>$")
 _COMPARE = re.compile(r"^(?P<lhs>.+?) (?P<op>==|!=|<=|>=|<|>|is not|is) (?P<rhs>.+)$")
 
 
@@ -48,6 +59,7 @@ class GuardFailure:
     index: int | None = None  # the dimension of a size/stride guard
     source: list[tuple[Frame, str]] = field(default_factory=list)  # torch's user stack
     raw: str = ""
+    op: str | None = None     # a comparison's operator (`scale == 0.5`, `mask is None`)
 
     @property
     def key(self) -> str:
@@ -85,6 +97,12 @@ def parse_reason(reason: str) -> GuardFailure:
                             e["expected"].strip() if e else None,
                             e["actual"].strip() if e and e["actual"] else None,
                             int(i.group(1)) if i else None, source, raw)
+    ty = _TYPE_OF.match(guard)
+    if ty:
+        subject = user_spelling(ty["name"])
+        return GuardFailure(entry, text, "type", subject, ty["name"],
+                            _type_name(ty["expected"]), _type_name(ty["actual"]),
+                            source=source, raw=raw)
     if guard.startswith("GLOBAL_STATE changed:"):
         what = guard.split(":", 1)[1].strip()
         return GuardFailure(entry, f"global state changed: {what}", "global_state", what,
@@ -107,12 +125,28 @@ def parse_reason(reason: str) -> GuardFailure:
             kind = "id"
         elif lhs.endswith(".training"):
             kind = "training"
-        elif re.search(r"\bs\d+\b|\.size\(\)|\.stride\(\)", lhs + c["rhs"]):
+        elif any(re.search(r"\bs\d+\b|\.size\(\)|\.stride\(\)", side)
+                 for side in (lhs, c["rhs"])):  # (apart: "s" + "0.5" read as symbol s0)
             kind = "symbolic"
-        expected = c["rhs"].strip() if c["op"] == "==" else f"{c['op']} {c['rhs'].strip()}"
+        rhs = c["rhs"].strip()
+        # what the guard held for: `scale == 0.5` -> 0.5, `mask is None` -> None,
+        # `mask is not None` -> not None, `n < 5` -> < 5
+        expected = (rhs if c["op"] in ("==", "is") else
+                    f"not {rhs}" if c["op"] in ("!=", "is not") else f"{c['op']} {rhs}")
         return GuardFailure(entry, text, kind, user_spelling(lhs), lhs, expected,
-                            source=source, raw=raw)
+                            source=source, raw=raw, op=c["op"])
     return GuardFailure(entry, text, "other", text, None, source=source, raw=raw)
+
+
+def _type_name(text: str) -> str:
+    """torch's spelling of a type, as the user would say it: `a tensor`, `None`, `int`."""
+    text = text.strip()
+    if text in ("a tensor type", "<class 'torch.Tensor'>"):
+        return "a tensor"
+    c = _CLASS.match(text)
+    if c:
+        return "None" if c["name"] == "NoneType" else c["name"]
+    return text
 
 
 _TENSOR_KINDS = {"size", "stride", "rank", "dtype", "device", "requires_grad", "dispatch_key_set"}
@@ -133,9 +167,18 @@ def describe(g: GuardFailure, now: str | None) -> str:
     if g.kind == "backend":
         return "called with a different backend callable"
     if g.kind in ("value", "training", "len", "symbolic") and g.expected is not None:
+        op = g.op or "=="
+        if op in ("!=", "is not"):  # the guard failed: it holds that value now
+            return f"{g.subject} changed: was {g.expected}, now {now or g.expected[len('not '):]}"
+        if op == "is" and now is None:  # a tensor, an object: not what it was
+            return f"{g.subject} changed: was {g.expected}, now not {g.expected}"
+        if op not in ("==", "is"):  # `n < 5`
+            return f"{g.subject} changed: no longer {g.expected}" + (f" (now {now})" if now else "")
         if now is not None:
             return f"{g.subject} changed: was {g.expected}, now {now}"
         return f"{g.subject} changed (guard {g.text})"
+    if g.kind == "type" and g.expected and g.actual:
+        return f"{g.subject} changed: was {g.expected}, now {g.actual}"
     if g.kind in ("type", "id"):
         return f"{g.subject} is a different object now ({g.kind} guard: {g.text})"
     return f"guard failed: {g.text}"
@@ -170,13 +213,12 @@ def _plain(v: str | None) -> str | None:
 def hint(g: GuardFailure, now: str | None = None) -> str:
     """What to change, per kind of guard."""
     if g.kind in ("size", "stride", "rank", "symbolic"):
-        name = g.expression or "x"
-        if _ARG.match(name):
-            name = "x"  # the module's argument, as the caller names it
+        name, passed = caller_name(g.expression or "x")
         dim = g.index if g.index is not None else 0
         return (f"A tensor's shape changed between calls. If it keeps changing, mark the "
-                f"dimension dynamic before the call (torch._dynamo.mark_dynamic({name}, {dim})) "
-                f"or compile with dynamic=True.")
+                f"dimension dynamic before the call (torch._dynamo.mark_dynamic({name}, {dim})"
+                + (f", on the tensor you pass {passed}" if passed else "")
+                + ") or compile with dynamic=True.")
     if g.kind == "training":
         return ("The module switched between train() and eval(): one compile per mode is "
                 "expected. Many recompiles here mean many modules or calls toggling mode.")
@@ -197,10 +239,22 @@ def hint(g: GuardFailure, now: str | None = None) -> str:
     if g.kind == "len":
         return ("A list/tuple/dict changed length: the graph is specialised on it. Keep its "
                 "length fixed, or pass the items as one stacked tensor.")
+    if _none_or_not(g):
+        return (f"The graph was specialised on whether {g.subject} is None: a call with it "
+                f"and one without compile once each. Expected for an optional argument "
+                f"used both ways; if it keeps flipping, pass it every time (a default "
+                f"tensor instead of None).")
+    if g.kind == "type" and g.expected and g.actual:
+        return (f"The graph was specialised on {g.subject} being {g.expected}: each type "
+                f"compiles once. Pass the same type on every call.")
     if g.kind in ("type", "id"):
         return ("The graph was specialised on one object and a different one was passed "
                 "(a new module, function or object per call): reuse the same object.")
     if g.kind == "value":
+        if g.op not in (None, "==", "is"):  # `n < 5` held when it compiled
+            return (f"The graph was specialised on `{g.text}`: each outcome compiles once. "
+                    f"Keep it the same across calls, or make {g.subject} a tensor and branch "
+                    f"with torch.where / torch.cond.")
         if _is_number(g.expected):
             return (f"The graph was specialised on the Python number {g.subject} = {g.expected}. "
                     f"Pass it as a tensor (torch.tensor({g.subject})) instead of a Python scalar, "
@@ -209,6 +263,32 @@ def hint(g: GuardFailure, now: str | None = None) -> str:
                 "once. Keep it constant across calls, or make it a tensor and branch with "
                 "torch.where / torch.cond.")
     return "A guard on the compiled code failed for this call (see the reason)."
+
+
+def _none_or_not(g: GuardFailure) -> bool:
+    """A guard on whether an (optional) argument is None: `mask is None`,
+    `mask is not None`, or a tensor argument that is None now."""
+    if g.kind == "value" and g.op in ("is", "is not"):
+        return g.expected in ("None", "not None")
+    return g.kind == "type" and "None" in (g.expected, g.actual)
+
+
+def caller_name(expr: str) -> tuple[str, str | None]:
+    """A guarded tensor as the caller names it, and how the caller passes it:
+    ``kwargs['pixel_values']`` -> (``pixel_values``, ``as pixel_values=``);
+    ``kwargs['a']['b']`` -> (``a['b']``, ``in a=``); ``args[0]`` (the argument of
+    a function taking ``*args``, such as torch's wrapper of a module compiled
+    whole) -> (``x``, None)."""
+    k = _KWARG.match(expr)
+    if k:
+        key = k["key"]
+        return key + k["rest"], (f"in {key}=" if k["rest"] else f"as {key}=")
+    if _ARG.match(expr):
+        return "x", None
+    a = _ARG_ITEM.match(expr)
+    if a:
+        return "x" + a["rest"], f"as argument {a['index']}"
+    return expr, None
 
 
 def _is_number(text: str | None) -> bool:
@@ -265,8 +345,11 @@ def current_value(g: GuardFailure, f_locals: dict, f_globals: dict,
     if g.kind == "requires_grad":  # torch says only what it expected
         rg = getattr(value, "requires_grad", None)
         return f"requires_grad={int(rg)}" if isinstance(rg, bool) else None
+    if g.kind in _TENSOR_KINDS or g.kind == "other":
+        return None  # torch says what changed in a tensor
     if not isinstance(value, (bool, int, float, str, bytes, type(None))):
-        return None  # only plain values: a tensor's repr could be huge (and runs code)
+        # only plain values are shown: a tensor's repr could be huge (and runs code)
+        return f"a {type(value).__name__}"
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 

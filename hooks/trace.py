@@ -7,7 +7,9 @@ torch's full reason, the gb id, hints and the user stack), recompiles (with the
 failed guard), compile errors and compile times.
 
 Recompile-limit hits are a plain warning on ``torch._dynamo.convert_frame``;
-a second handler catches those.
+a second handler catches those. A recompile is written when its compile
+starts (``dynamo_start``): one that the limit refuses is no recompile (torch
+logs its reasons all the same), and counts equal torch's own.
 """
 
 from __future__ import annotations
@@ -66,6 +68,25 @@ def _frame_being_compiled():
     return None
 
 
+def _generated_code_site(frame) -> Frame | None:
+    """A generated method (a dataclass's ``__init__``, "<string>:2" to torch)
+    named after its class, at the user's line that called it (built the
+    object): no user can find "<string>"."""
+    c = frame.f_code
+    owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
+    if owner is None:
+        return None
+    cls = owner if isinstance(owner, type) else type(owner)
+    # the frame being compiled is not linked to its caller yet: the caller is
+    # the innermost frame of the program's on the stack now (Dynamo runs here)
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith("<") or is_internal(f.f_code.co_filename)):
+        f = f.f_back
+    if f is None:
+        return None
+    return Frame(os.path.abspath(f.f_code.co_filename), f.f_lineno, f"{cls.__qualname__}.{c.co_name}")
+
+
 def parse_graph_break(payload: str) -> dict:
     """Split torch's graph-break text into reason, hints, gb id and user stack."""
     reason_lines: list[str] = []
@@ -94,8 +115,13 @@ def parse_graph_break(payload: str) -> dict:
     # the first meaningful line of the reason names the kind of break
     headline = next((ln.strip() for ln in reason_lines[1:] if ln.strip()
                      and not ln.strip().startswith(("Explanation:", "Hint:"))), "")
-    if reason_lines and not reason_lines[0].startswith("Encountered graph break"):
-        headline = reason_lines[0]
+    first = reason_lines[0].rstrip() if reason_lines else ""
+    # "Encountered graph break when ...:" and "Failed to handle graph break
+    # gracefully. Skipping the function ... Graph break encountered:" introduce
+    # the break's own name on the next line
+    if first and not (first.startswith("Encountered graph break")
+                      or ("graph break" in first.lower() and first.endswith(":"))):
+        headline = first
     explanation = next((ln.strip()[len("Explanation:"):].strip() for ln in reason_lines
                         if ln.strip().startswith("Explanation:")), "")
     return {"reason": reason, "hints": hints, "frames": frames,
@@ -148,6 +174,7 @@ class TraceHandler(logging.Handler):
             text = payload if payload is None or len(payload) <= _MAX_PAYLOAD else payload[:_MAX_PAYLOAD]
             ctx.writer.add("events", (ctx.next_seq(), ctx.now(), key, cid, dumps(md), text))
         if key == "dynamo_start":
+            self.findings.compile_started(cid)  # a recompile torch announced goes ahead
             self._progress_start(md["dynamo_start"].get("stack") or [], cid)
         if key == "artifact:dynamo_graph_break_reason" and payload:
             self._graph_break(payload, cid)
@@ -202,7 +229,8 @@ class TraceHandler(logging.Handler):
     # -- graph breaks -------------------------------------------------------------
     def _graph_break(self, payload: str, cid: str | None) -> None:
         exc = sys.exc_info()[1]  # Dynamo's Unsupported, on its way to becoming a break
-        self.findings.graph_break(parse_graph_break(payload), cid, getattr(exc, "gb_type", None))
+        self.findings.graph_break(parse_graph_break(payload), cid, getattr(exc, "gb_type", None),
+                                  exc)
 
     # -- recompiles ----------------------------------------------------------------
     def _recompile(self, payload: str, cid: str | None) -> None:
@@ -220,6 +248,8 @@ class TraceHandler(logging.Handler):
         if frame is not None:
             c = frame.f_code
             code = Frame(c.co_filename, c.co_firstlineno, c.co_name)
+            if c.co_filename.startswith("<"):
+                code = _generated_code_site(frame) or code
             try:
                 now = current_value(guards[0], frame.f_locals, frame.f_globals)
             except Exception:  # a frame torch lets us read, but never worth a failure
@@ -273,13 +303,20 @@ class TraceHandler(logging.Handler):
                              dumps({"graphdbg_compile_time": phases}), None))
         ctx.count("frame_compiles")
         ctx.progress.end()
+        findings = self.findings
+        exc = None
+        skipped = False
         if m.get("fail_type"):
             # emitted while the failure propagates: the exception is in flight
             exc = sys.exc_info()[1]
             exc = compat.unwrap_cleanup_error(exc) if exc is not None else None
-            if self.findings.recompile_limit_raised(exc):
+            # a graph break Dynamo cannot resume after: the frame runs eagerly
+            skipped = findings.skipped_at_graph_break(exc, m)
+        findings.compile_finished(cid, exc)
+        if m.get("fail_type") and not skipped:
+            if findings.recompile_limit_raised(exc):
                 return  # the recompile-limit finding already says it, at the guard's line
-            self.findings.compile_failure(m, cid, exc)
+            findings.compile_failure(m, cid, exc)
 
 
 def compile_phases(m: dict, cpp_s: float, backend_own_s: float | None) -> dict:

@@ -336,3 +336,35 @@ def test_transformers_model_trained_with_attention_dropout_has_no_error(tmp_path
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
     assert (d["detail"]["classification"], d["severity"]) == ("random", "warning")
     assert d["file"].endswith("transformers/integrations/sdpa_attention.py")
+
+
+def skewing_backend(gm, example_inputs):
+    """aot_eager, then a wrong update of the first 2-d input it writes (a weight)."""
+    from torch._dynamo.backends.registry import lookup_backend
+    compiled = lookup_backend("aot_eager")(gm, example_inputs)
+
+    def run(*args):
+        out = compiled(*args)
+        next(a for a in args if isinstance(a, torch.Tensor) and a.dim() == 2).data.add_(1e-2)
+        return out
+    return run
+
+
+def test_a_divergence_in_a_compiled_optimizer_step_is_at_the_users_line(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    @torch.compile(backend=skewing_backend)
+    def step():
+        opt.step()  # MARK compiled step
+
+    with graphdbg.capture(str(tmp_path / "o.run")):
+        for _ in range(2):
+            model(torch.randn(4, 8)).sum().backward()
+            step()
+            opt.zero_grad()
+    doc = report_doc(tmp_path / "o.run")  # (every finding has a file and a line)
+    (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
+    assert (d["severity"], d["detail"]["classification"]) == ("error", "miscompile")
+    assert (d["file"], d["line"]) == (HERE, line_of(HERE, "compiled step"))

@@ -252,3 +252,29 @@ def test_wrong_fake_of_a_custom_op_at_run_time_of_compiled_code(tmp_path):
         f"(test_placement_errors.py:{line_of(HERE, 'widen fake')}) returns shape (4, 8) but the "
         f"real op returns (4, 16).")
     assert d["detail"]["fake_mismatch"][0]["line"] == line_of(HERE, "widen fake")
+
+
+# -- an export Dim range the code does not support --------------------------------------
+
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:  # MARK dim guard
+            y = x * 2
+        else:
+            y = x + 1
+        return y.sin().cos()  # MARK last traced
+
+
+def test_an_export_dim_range_the_code_narrows_sits_at_the_guarding_line(tmp_path):
+    from torch.export import Dim
+
+    def program():
+        torch.export.export(Branchy(), (torch.randn(8, 3),),
+                            dynamic_shapes={"x": {0: Dim("batch", min=2, max=64)}})
+
+    _, doc = same_failure(program, tmp_path)
+    d = only(doc, "compile_error")
+    assert (d["severity"], d["file"], d["line"]) == ("error", HERE, line_of(HERE, "dim guard"))
+    assert d["detail"]["guards"][0] == {"file": HERE, "line": line_of(HERE, "dim guard"),
+                                        "function": "forward", "guard": "x.size()[0] > 4"}
+    assert "Dim('batch', min=5, max=64)" in d["hint"]

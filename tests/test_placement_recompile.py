@@ -13,6 +13,7 @@ import torch.nn as nn
 
 import graphdbg
 from conftest import line_of, report_doc
+from test_counts import assert_counts_are_torchs, torch_counts
 
 HERE = __file__
 in_process = pytest.mark.usefixtures("clean_torch")
@@ -190,16 +191,19 @@ def times(x, k):
 @in_process
 def test_recompile_limit_is_one_error_at_the_guard_line(tmp_path):
     run = tmp_path / "x.run"
-    with torch._dynamo.config.patch(recompile_limit=2), graphdbg.capture(str(run)):
-        f = torch.compile(times, backend="eager", dynamic=False)
-        for k in range(4):
-            f(torch.ones(2), k)
-    doc = report_doc(run)
-    assert not [d for d in doc["diagnostics"] if d["kind"] == "compile_error"]
+    with torch_counts() as tc:
+        with torch._dynamo.config.patch(recompile_limit=2), graphdbg.capture(str(run)):
+            f = torch.compile(times, backend="eager", dynamic=False)
+            for k in range(4):
+                f(torch.ones(2), k)
+    doc = assert_counts_are_torchs(run, tc)
     (limit,) = [d for d in doc["diagnostics"] if d["severity"] == "error"]
     (guard,) = [d for d in doc["diagnostics"] if d["severity"] == "warning"]
     assert at(limit) == at(guard) == (HERE, line_of(HERE, "k used"))
-    assert limit["kind"] == "recompile" and "recompile_limit=2" in limit["message"]
+    # torch refuses the compile: an error of kind compile_error, no recompile
+    assert (limit["kind"], guard["kind"]) == ("compile_error", "recompile")
+    assert guard["count"] == tc.recompiles == 1
+    assert "recompile_limit=2" in limit["message"] and "(k changed: was 1, now 2)" in limit["message"]
     assert "times()" in limit["message"] and "k is not one of 0, 1" in limit["message"]
     assert "run eagerly" in limit["message"]
 
@@ -207,14 +211,16 @@ def test_recompile_limit_is_one_error_at_the_guard_line(tmp_path):
 @in_process
 def test_recompile_limit_under_fullgraph_is_the_same_finding(tmp_path):
     run = tmp_path / "x.run"
-    with torch._dynamo.config.patch(recompile_limit=1), graphdbg.capture(str(run)):
-        f = torch.compile(times, backend="eager", dynamic=False, fullgraph=True)
-        f(torch.ones(2), 0)
-        with pytest.raises(Exception, match="fullgraph"):
-            f(torch.ones(2), 1)
-    doc = report_doc(run)
-    errors = [d for d in doc["diagnostics"] if d["severity"] == "error"]
-    assert [(d["kind"], d["line"]) for d in errors] == [("recompile", line_of(HERE, "k used"))]
+    with torch_counts() as tc:
+        with torch._dynamo.config.patch(recompile_limit=1), graphdbg.capture(str(run)):
+            f = torch.compile(times, backend="eager", dynamic=False, fullgraph=True)
+            f(torch.ones(2), 0)
+            with pytest.raises(Exception, match="fullgraph"):
+                f(torch.ones(2), 1)
+    doc = assert_counts_are_torchs(run, tc)
+    assert [(d["kind"], d["severity"], d["file"], d["line"]) for d in doc["diagnostics"]] == [
+        ("compile_error", "error", HERE, line_of(HERE, "k used"))]
+    assert doc["diagnostics"][0]["detail"]["recompile_limit"] is True
 
 
 def shifted(x, shift):
@@ -250,3 +256,162 @@ def test_a_module_compiled_whole_is_named_in_its_recompile(tmp_path):
     assert (f"recompile of Sequential (torch.compile) at test_placement_recompile.py:"
             f"{line_of(HERE, 'whole')}: argument 0 size (dim 0) changed: was 2, now 3") in d["message"]
     assert "mark_dynamic(x, 0)" in d["hint"]
+
+
+def keyword_tensors(**kwargs):
+    return kwargs["a"] * 2 + kwargs["n"]["b"]
+
+
+def positional_tensors(*args):
+    return args[0] * 2
+
+
+@in_process
+def test_tensors_passed_through_kwargs_and_args_get_the_clear_message(tmp_path):
+    # as every transformers call passes its tensors: `kwargs['pixel_values']`
+    run = tmp_path / "x.run"
+    with torch_counts() as tc:
+        with graphdbg.capture(str(run)):
+            kw = torch.compile(keyword_tensors, backend="eager", dynamic=False)
+            kw(a=torch.ones(4), n={"b": torch.ones(4)})
+            kw(a=torch.ones(2), n={"b": torch.ones(2)})  # MARK kwargs size
+            kw(a=torch.ones(2), n={"b": torch.ones(2, dtype=torch.float64)})  # MARK nested dtype
+            pos = torch.compile(positional_tensors, backend="eager", dynamic=False)
+            pos(torch.ones(4))
+            pos(torch.ones(2))  # MARK args size
+            m = torch.compile(nn.Linear(3, 3), backend="eager", dynamic=False)
+            m(input=torch.ones(4, 3))
+            m(input=torch.ones(2, 3))  # MARK module kwarg
+    doc = assert_counts_are_torchs(run, tc)
+    found = {at(d): d for d in recompiles(run)}
+    assert all((d["kind"], d["severity"]) == ("recompile", "warning") for d in found.values())
+    size = found.pop((HERE, line_of(HERE, "kwargs size")))
+    dtype = found.pop((HERE, line_of(HERE, "nested dtype")))
+    args = found.pop((HERE, line_of(HERE, "args size")))
+    module = found.pop((HERE, line_of(HERE, "module kwarg")))
+    assert not found, found
+    assert size["message"].endswith("tensor 'kwargs['a']' size (dim 0) changed: was 4, now 2")
+    assert "mark_dynamic(a, 0), on the tensor you pass as a=" in size["hint"]
+    assert size["detail"]["guard_kind"] == "size"
+    assert dtype["message"].endswith("tensor 'kwargs['n']['b']' dtype changed: was Float, "
+                                     "now Double")
+    assert "cast inputs to one dtype" in dtype["hint"]
+    assert args["message"].endswith("argument 0 size (dim 0) changed: was 4, now 2")
+    assert "mark_dynamic(x, 0)" in args["hint"]
+    assert module["message"].endswith("tensor 'kwargs['input']' size (dim 0) changed: was 4, "
+                                      "now 2")
+    assert "mark_dynamic(input, 0), on the tensor you pass as input=" in module["hint"]
+    assert not any("other changed" in d["message"] or "mismatch" in d["message"]
+                   for d in doc["diagnostics"])
+
+
+def nested_kwargs(x, **kwargs):
+    return x + kwargs["extra"]["scale"]  # MARK nested scale
+
+
+def optional_mask(x, mask=None):
+    if mask is None:  # MARK mask checked
+        return x + 1
+    return x * mask
+
+
+@in_process
+def test_a_guard_on_none_says_what_it_was_and_is(tmp_path):
+    # `mask is None` flipping: "was None, now 3", never "was is None"
+    run = tmp_path / "x.run"
+    with torch_counts() as tc:
+        with graphdbg.capture(str(run)):
+            f = torch.compile(optional_mask, backend="eager", dynamic=False)
+            f(torch.ones(2))
+            f(torch.ones(2), 3)  # MARK mask given
+    assert tc.recompiles == 1
+    doc = assert_counts_are_torchs(run, tc)
+    (d,) = recompiles(run)
+    assert (d["kind"], d["severity"], d["file"], d["line"]) == (
+        "recompile", "warning", HERE, line_of(HERE, "mask checked"))
+    assert (HERE, line_of(HERE, "mask given")) in [(f["file"], f["line"]) for f in d["stack"]]
+    assert d["message"].endswith("mask changed: was None, now 3")
+    assert "is None" in d["detail"]["guard"] and "whether mask is None" in d["hint"]
+    assert not any("was is" in x["message"] for x in doc["diagnostics"])
+
+
+@in_process
+def test_a_tensor_argument_that_becomes_none(tmp_path):
+    # compiled for a tensor, called with None (torch: "expected type of 'mask'
+    # to be a tensor type"), then the other way round ("mask is None")
+    run = tmp_path / "x.run"
+    with torch_counts() as tc:
+        with graphdbg.capture(str(run)):
+            f = torch.compile(optional_mask, backend="eager", dynamic=False)
+            f(torch.ones(2), torch.ones(2))
+            f(torch.ones(2))  # MARK mask dropped
+    doc = assert_counts_are_torchs(run, tc)
+    (d,) = recompiles(run)
+    assert (d["kind"], d["severity"], d["file"], d["line"]) == (
+        "recompile", "warning", HERE, line_of(HERE, "mask dropped"))
+    assert d["message"].endswith("mask changed: was a tensor, now None")
+    assert "whether mask is None" in d["hint"]
+    assert d["count"] == tc.recompiles == 1
+    assert doc["run"]["internal_errors"] == []
+
+
+@in_process
+def test_a_python_value_inside_kwargs_is_read_from_the_frame(tmp_path):
+    run = tmp_path / "x.run"
+    with torch_counts() as tc:
+        with graphdbg.capture(str(run)):
+            f = torch.compile(nested_kwargs, backend="eager", dynamic=False)
+            f(torch.ones(2), extra={"scale": 0.5})
+            f(torch.ones(2), extra={"scale": 2.0})  # MARK scale in kwargs
+    assert_counts_are_torchs(run, tc)
+    (d,) = recompiles(run)
+    assert (d["kind"], d["severity"], d["file"], d["line"]) == (
+        "recompile", "warning", HERE, line_of(HERE, "nested scale"))
+    assert d["message"].endswith("kwargs['extra']['scale'] changed: was 0.5, now 2.0")
+
+
+def times_s(x, s):
+    return x * s  # MARK s used
+
+
+@in_process
+def test_a_python_number_named_like_a_symbol_is_a_number(tmp_path):
+    # "s == 0.5": the guard's sides apart, not "s0.5" (read as torch's size symbol s0)
+    run = tmp_path / "s.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(times_s, backend="eager", dynamic=False)
+        f(torch.ones(3), 0.5)
+        f(torch.ones(3), 2.0)
+    (d,) = recompiles(run)
+    assert at(d) == (HERE, line_of(HERE, "s used"))
+    assert d["detail"]["guard_kind"] == "value"
+    assert "torch.tensor(s)" in d["hint"] and "mark_dynamic" not in d["hint"]
+
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Built:
+    loss: torch.Tensor
+    scale: float
+
+    def __post_init__(self):
+        print(end="")  # a graph break: Dynamo compiles the generated __init__ as its own frame
+
+
+def build(x, s):
+    return Built(x.sum() * s, s)  # MARK built
+
+
+@in_process
+def test_a_generated_init_is_named_after_its_class_at_the_line_that_built_it(tmp_path):
+    run = tmp_path / "d.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(build, backend="eager")
+        for s in (0.5, 2.0):
+            f(torch.ones(3), s)
+    (d,) = recompiles(run)
+    names = [fr["name"] for fr in d["detail"]["frames"]]
+    assert f"Built.__init__() at test_placement_recompile.py:{line_of(HERE, 'built')}" in names
+    assert not any("<string>" in n for n in names) and "<string>" not in d["message"]
