@@ -267,9 +267,10 @@ class Findings:
 
     def _whole_compile(self, code: Frame, cid: str | None) -> str | None:
         """For torch's own frame (a module compiled whole: `inner` in
-        external_utils.py), the name its graphs got: `Sequential (torch.compile)
-        at model.py:9`."""
-        if not cid or not is_internal(code.file):
+        external_utils.py) or a library's (a model's forward decorator), the
+        name its graphs got: `Sequential (torch.compile) at model.py:9`."""
+        library = f"{os.sep}site-packages{os.sep}" in code.file  # transformers' forward `wrapper`
+        if not cid or not (is_internal(code.file) or library):
             return None
         prefix = cid.rsplit("/", 1)[0] + "/"
         for g in self.ctx.graphs.values():

@@ -239,6 +239,12 @@ def hint(g: GuardFailure, now: str | None = None) -> str:
     if g.kind == "len":
         return ("A list/tuple/dict changed length: the graph is specialised on it. Keep its "
                 "length fixed, or pass the items as one stacked tensor.")
+    if _none_or_not(g) and "." in g.subject and g.expected == "None" and now not in (None, "None"):
+        # an attribute the code fills in on its first call (transformers' config.problem_type)
+        return (f"{g.subject} was None when the first graph was compiled, and that call set "
+                f"it: the code fills it in lazily, so the next call recompiles. Set it "
+                f"before compiling ({g.subject} = {now}, with `self` the object the compiled "
+                f"code runs on: the model) to compile once.")
     if _none_or_not(g):
         return (f"The graph was specialised on whether {g.subject} is None: a call with it "
                 f"and one without compile once each. Expected for an optional argument "

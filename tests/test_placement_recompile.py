@@ -415,3 +415,36 @@ def test_a_generated_init_is_named_after_its_class_at_the_line_that_built_it(tmp
     names = [fr["name"] for fr in d["detail"]["frames"]]
     assert f"Built.__init__() at test_placement_recompile.py:{line_of(HERE, 'built')}" in names
     assert not any("<string>" in n for n in names) and "<string>" not in d["message"]
+
+
+class Config:
+    def __init__(self):
+        self.problem_type = None  # as transformers' PretrainedConfig sets it
+
+
+class LazilyConfigured(nn.Module):
+    """As transformers' sequence classifiers: the first call fills in its config."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        if self.config.problem_type is None:  # MARK lazy config
+            self.config.problem_type = "single_label_classification"
+        return self.fc(x)
+
+
+@in_process
+def test_an_attribute_the_first_call_fills_in_says_to_set_it_before_compiling(tmp_path):
+    run = tmp_path / "p.run"
+    with graphdbg.capture(str(run)):
+        model = torch.compile(LazilyConfigured(), backend="eager")
+        model(torch.ones(2, 4))
+        model(torch.ones(2, 4))
+    (d,) = recompiles(run)
+    assert at(d) == (HERE, line_of(HERE, "lazy config"))
+    assert "Set it before compiling (self.config.problem_type = 'single_label_classification'" \
+        in d["hint"]
+    assert "torch.where" not in d["hint"] and "optional argument" not in d["hint"]
