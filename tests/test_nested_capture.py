@@ -4,6 +4,7 @@ when it ends."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 import torch
@@ -20,12 +21,15 @@ def _line_of(fn, text: str) -> int:
 
 
 def _swap_in_cos(gm, example_inputs):
-    """A pass that makes a node before its input exists (use before definition)."""
+    """A pass that makes a node before its input exists (use before definition)
+    in the graph it was given, and runs a copy made before it (a graph whose
+    code were generated from the broken graph would fail, with or without graphdbg)."""
+    runnable = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
     for n in list(gm.graph.nodes):
         if n.op == "call_function" and n.target is torch.sin:
             with gm.graph.inserting_before(n):
                 gm.graph.call_function(torch.cos, (n,))  # marker: pass line
-    return gm.forward
+    return runnable.forward
 
 
 def _breaks(x):
