@@ -674,6 +674,14 @@ class Run:
             gs = graphs.get(cid, [])
             first = gs[0] if gs else None
             where = (first.function, first.file, first.line) if first else code.get(cid, (None,) * 3)
+            if not first and (where[1] or "").startswith("<"):
+                # generated code ("<string>": a dataclass __init__): as a graph of the
+                # same frame was named, after its class at the line that built it
+                frame = (cid or "").rsplit("/", 1)[0] + "/"
+                named = next((g for c, gl in graphs.items() for g in gl if (c or "").startswith(frame)
+                              and g.file and not g.file.startswith("<")), None)
+                if named is not None:
+                    where = (named.function, named.file, named.line)
             out.append(CompileTime(
                 cid or "?", tuple(g.id for g in gs), *where,
                 float(p.get("total") or 0.0), {k: float(p.get(k) or 0.0) for k in COMPILE_PHASES},

@@ -100,6 +100,8 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     code = getattr(tx, "f_code", None)
     if code is None:
         return None
+    if code.co_filename == "<string>":  # exec'd (not a notebook cell's "<ipython-input-…>")
+        return _generated_method_name(tx, code)
     # a library's frame (transformers' forward `wrapper` decorator) is named
     # after the module only when it is the module compiled whole
     library = not is_internal(code.co_filename) and _in_site_packages(code.co_filename)
@@ -141,6 +143,22 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     if called is None:
         return None
     return f"{name} (called)", called, root
+
+
+def _generated_method_name(tx, code) -> tuple[str, tuple[str, int, str], Any] | None:
+    """A generated method compiled as a frame of its own (a dataclass's
+    ``__init__``, "<string>:2" to torch): named after its class, at the
+    program's line that called it (built the object)."""
+    owner = (getattr(tx, "f_locals", None) or {}).get("self")
+    if owner is None:
+        return None
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.startswith("<") or is_internal(f.f_code.co_filename)):
+        f = f.f_back
+    if f is None:
+        return None
+    site = (os.path.abspath(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
+    return f"{type(owner).__qualname__}.{code.co_name}", site, owner
 
 
 def _real_forward(fn: Callable) -> Callable:

@@ -248,7 +248,7 @@ class TraceHandler(logging.Handler):
         if frame is not None:
             c = frame.f_code
             code = Frame(c.co_filename, c.co_firstlineno, c.co_name)
-            if c.co_filename.startswith("<"):
+            if c.co_filename == "<string>":  # exec'd: a dataclass's __init__, not a notebook cell
                 code = _generated_code_site(frame) or code
             try:
                 now = current_value(guards[0], frame.f_locals, frame.f_globals)

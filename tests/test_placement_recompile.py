@@ -415,6 +415,15 @@ def test_a_generated_init_is_named_after_its_class_at_the_line_that_built_it(tmp
     names = [fr["name"] for fr in d["detail"]["frames"]]
     assert f"Built.__init__() at test_placement_recompile.py:{line_of(HERE, 'built')}" in names
     assert not any("<string>" in n for n in names) and "<string>" not in d["message"]
+    # its graphs too (2.13 makes one of the __init__ frame, 2.15 none), and the
+    # compile times of its frame when a graph of it was named
+    doc = report_doc(run)
+    built = ("Built.__init__", HERE, line_of(HERE, "built"))
+    graphs = {(g["function"], g["file"], g["line"]) for g in doc["graphs"]}
+    assert not [g for g in graphs if g[1].startswith("<")]
+    if built in graphs:
+        assert not [c for c in doc["compile_times"] if (c["file"] or "").startswith("<")]
+        assert built in {(c["function"], c["file"], c["line"]) for c in doc["compile_times"]}
 
 
 class Config:
