@@ -43,6 +43,9 @@ _ARG_ITEM = re.compile(r"^args\[(?P<index>\d+)\](?P<rest>.+)$")
 _TYPE_OF = re.compile(r"^expected type of '(?P<name>.+?)' to be (?P<expected>.+?),?\s*'?\s*"
                       r"but found (?P<actual>.+)$")
 _CLASS = re.compile(r"^<class '(?:[\w.]+\.)?(?P<name>\w+)'>$")
+# an attribute read from the class until the object sets its own (a lazily set config field)
+_DICT_CONTAINS = re.compile(r"^(?P<neg>not )?___dict_contains\('(?P<key>[^']+)', (?P<obj>.+)\.__dict__\)$")
+_CLASS_DEFAULT, _SET_ON_OBJECT = "the class's default", "set on the object"
 _COMPARE = re.compile(r"^(?P<lhs>.+?) (?P<op>==|!=|<=|>=|<|>|is not|is) (?P<rhs>.+)$")
 
 
@@ -51,7 +54,8 @@ class GuardFailure:
     entry: str | None       # the cached version whose guard failed ("1/0")
     text: str               # the guard as the user spells it (self.drop.training == True)
     kind: str               # size, stride, rank, dtype, device, requires_grad, value,
-                            # training, global_state, len, type, id, backend, symbolic, other
+                            # training, global_state, len, type, id, backend, symbolic,
+                            # attribute (the class's default or the object's own), other
     subject: str            # what is guarded: "a", "self.drop.training", "tensor 'x'"
     expression: str | None  # torch's own spelling of the guarded value (for current_value)
     expected: str | None = None
@@ -114,6 +118,12 @@ def parse_reason(reason: str) -> GuardFailure:
         if guard.startswith(prefix):  # older spellings: "len of L['x'] ..."
             subject = user_spelling(guard[len(prefix):].split(" ")[0])
             return GuardFailure(entry, text, kind, subject, None, source=source, raw=raw)
+    dc = _DICT_CONTAINS.match(guard)
+    if dc:
+        expression = f"{dc['obj']}.{dc['key']}"
+        return GuardFailure(entry, text, "attribute", user_spelling(expression), expression,
+                            _CLASS_DEFAULT if dc["neg"] else _SET_ON_OBJECT,
+                            _SET_ON_OBJECT if dc["neg"] else _CLASS_DEFAULT, source=source, raw=raw)
     c = _COMPARE.match(guard)
     if c:
         lhs = c["lhs"].strip()
@@ -179,6 +189,9 @@ def describe(g: GuardFailure, now: str | None) -> str:
         return f"{g.subject} changed (guard {g.text})"
     if g.kind == "type" and g.expected and g.actual:
         return f"{g.subject} changed: was {g.expected}, now {g.actual}"
+    if g.kind == "attribute":
+        return (f"{g.subject} changed: was {g.expected}, now {g.actual}"
+                + (f" ({now})" if now and g.actual == _SET_ON_OBJECT else ""))
     if g.kind in ("type", "id"):
         return f"{g.subject} is a different object now ({g.kind} guard: {g.text})"
     return f"guard failed: {g.text}"
@@ -239,6 +252,12 @@ def hint(g: GuardFailure, now: str | None = None) -> str:
     if g.kind == "len":
         return ("A list/tuple/dict changed length: the graph is specialised on it. Keep its "
                 "length fixed, or pass the items as one stacked tensor.")
+    if g.kind == "attribute" and g.expected == _CLASS_DEFAULT:
+        return (f"{g.subject} was {_CLASS_DEFAULT} when the first graph was compiled, and that "
+                f"call set it on the object: the code fills it in lazily, so the next call "
+                f"recompiles. Set it before compiling ({g.subject} = "
+                f"{now or '...'}, with `self` the object the compiled code runs on) to "
+                f"compile once.")
     if _none_or_not(g) and "." in g.subject and g.expected == "None" and now not in (None, "None"):
         # an attribute the code fills in on its first call (transformers' config.problem_type)
         return (f"{g.subject} was None when the first graph was compiled, and that call set "

@@ -457,3 +457,28 @@ def test_an_attribute_the_first_call_fills_in_says_to_set_it_before_compiling(tm
     assert "Set it before compiling (self.config.problem_type = 'single_label_classification'" \
         in d["hint"]
     assert "torch.where" not in d["hint"] and "optional argument" not in d["hint"]
+
+
+class DefaultConfig:
+    problem_type = None  # a class default: the object sets its own on the first call
+
+
+class LazilyConfiguredByDefault(LazilyConfigured):
+    def __init__(self):
+        super().__init__()
+        self.config = DefaultConfig()
+
+
+@in_process
+def test_a_class_default_the_first_call_overrides_says_to_set_it_before_compiling(tmp_path):
+    run = tmp_path / "q.run"
+    with graphdbg.capture(str(run)):
+        model = torch.compile(LazilyConfiguredByDefault(), backend="eager")
+        model(torch.ones(2, 4))
+        model(torch.ones(2, 4))
+    (d,) = recompiles(run)
+    assert at(d) == (HERE, line_of(HERE, "lazy config"))
+    assert d["detail"]["guard_kind"] == "attribute"
+    assert d["message"].endswith("self.config.problem_type changed: was the class's default, "
+                                 "now set on the object ('single_label_classification')")
+    assert "Set it before compiling" in d["hint"]
