@@ -389,14 +389,15 @@ def _compiled_lines_section(doc: dict) -> list:
                      ms(c["backward_ns"]) if c["backward_ns"] else "-",
                      ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c["code"] or ""))
     t = Table(box=None, header_style="bold", pad_edge=False)
-    # where and the times keep their width; kernels and code give way
+    # where and the times keep their width; kernels and code give way (capped: a
+    # flexible column as wide as a long source line made rich drop the time columns)
     for i, (col, just) in enumerate((("where", "left"), ("total", "right"), ("fwd/call", "right"),
                                      ("eager ref", "right"), ("bwd/call", "right"),
                                      ("kernels", "left"), ("code", "left"))):
         fixed = i < 5
         t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
                      min_width=max(len(col), *(len(r[i]) for r in rows)) if fixed else None,
-                     max_width=24 if col == "kernels" else None, ratio=None if fixed else 1)
+                     max_width={"kernels": 24, "code": 60}.get(col))
     for r in rows:
         t.add_row(*(f"[yellow]{escape(v)}[/]" if v.endswith(" ▲") else escape(v) for v in r))
     out = [NewLine(), Rule("Compiled time per line (inductor kernels)", align="left"), t]

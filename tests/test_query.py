@@ -364,3 +364,20 @@ def test_a_compiled_line_timed_over_too_few_calls_gets_no_verdict():
     assert line(MIN_SAMPLES).compiled_slower is True
     assert line(MIN_SAMPLES - 1).compiled_slower is None  # one slow call under load is no verdict
     assert line(5, steady=False).compiled_slower is None
+
+
+def test_compiled_lines_keep_their_times_beside_a_long_source_line():
+    # nanoGPT's attention line is wider than the terminal: the times stay
+    from rich.console import Console
+    from graphdbg.report import _compiled_lines_section
+    code = ("y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
+            "dropout_p=self.dropout if self.training else 0, is_causal=True)")
+    doc = {"compiled_lines": [{"file": "/x/model.py", "line": 64, "code": code, "total_ns": 2486181,
+                               "forward_ns": 218703, "eager_ref_ns": 3533947, "backward_ns": 402800,
+                               "steady": True, "samples": 3, "compiled_slower": False,
+                               "kernels": ["cpp_fused_0", "extern_kernels.mm"]}]}
+    console = Console(width=120, record=True)
+    for part in _compiled_lines_section(doc):
+        console.print(part)
+    text = console.export_text()
+    assert "fwd/call" in text and "218.7 µs" in text and "3.53 ms" in text and "model.py:64" in text
