@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from .sourcemap import is_internal
+from .sourcemap import in_library, is_internal
 
 ATTACH_WAIT_S = 1.0    # a py-spy that cannot attach has ended by then (0.4 s here)
 
@@ -99,10 +99,6 @@ def _reason(text: str) -> str:
     return (errors or lines or ["it ended without a message"])[0][:300]
 
 
-def _in_packages(path: str) -> bool:
-    return f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
-
-
 def line_samples(path: str) -> tuple[int, list[tuple[str, int, str, int]]]:
     """(samples, [(file, line, function, samples), ...] most sampled first):
     each sample counted at its deepest frame in the program's own files (in
@@ -113,7 +109,7 @@ def line_samples(path: str) -> tuple[int, list[tuple[str, int, str, int]]]:
     # the program's own files first; a library (site-packages) only where a
     # sample has no frame of the program's (torch calls jinja2, say)
     rank = [0 if is_internal(f.get("file") or "") or f.get("line") is None
-            else 1 if _in_packages(f.get("file") or "") else 2 for f in frames]
+            else 1 if in_library(f.get("file") or "") else 2 for f in frames]
     counts: dict[int, int] = {}
     total = 0
     for profile in doc.get("profiles", []):     # one per thread

@@ -57,6 +57,12 @@ _STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
 _cache: dict[str, bool] = {}
 
 
+def in_library(filename: str) -> bool:
+    """An installed package's file (site-packages): a library's code, which
+    counts as user code for placement but is not the program's own."""
+    return f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}dist-packages{os.sep}" in filename
+
+
 def is_internal(filename: str) -> bool:
     """True for frames that are never the user's: torch, graphdbg, stdlib, generated code."""
     hit = _cache.get(filename)

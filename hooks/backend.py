@@ -35,13 +35,13 @@ import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
 from graphdbg.runfile import dumps
-from graphdbg.sourcemap import is_internal
+from graphdbg.sourcemap import in_library, is_internal
 
 from . import creation, lint, tensorstats
 from .context import CaptureContext
 from .divergence import DivergenceChecker
 from .findings import Findings
-from .frames import node_source, node_target
+from .frames import generated_method, node_source, node_target
 from .tensors import TensorKeeper
 
 _perf_ns = time.perf_counter_ns
@@ -101,10 +101,12 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     if code is None:
         return None
     if code.co_filename == "<string>":  # exec'd (not a notebook cell's "<ipython-input-…>")
-        return _generated_method_name(tx, code)
+        owner = (getattr(tx, "f_locals", None) or {}).get("self")
+        site = generated_method(owner, code)
+        return (site.function, tuple(site), owner) if site is not None else None
     # a library's frame (transformers' forward `wrapper` decorator) is named
     # after the module only when it is the module compiled whole
-    library = not is_internal(code.co_filename) and _in_site_packages(code.co_filename)
+    library = not is_internal(code.co_filename) and in_library(code.co_filename)
     if not is_internal(code.co_filename) and not library:
         return None
     f_locals = getattr(tx, "f_locals", None) or {}
@@ -132,7 +134,7 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
                 return f"{name} (torch.compile)", site, root
             if library:
                 return None
-        elif library and f.f_code is not code and _in_site_packages(f.f_code.co_filename):
+        elif library and f.f_code is not code and in_library(f.f_code.co_filename):
             pass  # the library's own frames around the call
         elif not is_internal(f.f_code.co_filename):
             if library:
@@ -143,22 +145,6 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     if called is None:
         return None
     return f"{name} (called)", called, root
-
-
-def _generated_method_name(tx, code) -> tuple[str, tuple[str, int, str], Any] | None:
-    """A generated method compiled as a frame of its own (a dataclass's
-    ``__init__``, "<string>:2" to torch): named after its class, at the
-    program's line that called it (built the object)."""
-    owner = (getattr(tx, "f_locals", None) or {}).get("self")
-    if owner is None:
-        return None
-    f = sys._getframe(2)
-    while f is not None and (f.f_code.co_filename.startswith("<") or is_internal(f.f_code.co_filename)):
-        f = f.f_back
-    if f is None:
-        return None
-    site = (os.path.abspath(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
-    return f"{type(owner).__qualname__}.{code.co_name}", site, owner
 
 
 def _real_forward(fn: Callable) -> Callable:
@@ -174,10 +160,6 @@ def _real_forward(fn: Callable) -> Callable:
         _LazyGraphModule.force_recompile(lazy)
         return lazy.forward
     return fn
-
-
-def _in_site_packages(filename: str) -> bool:
-    return f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}dist-packages{os.sep}" in filename
 
 
 STATS_FIRST_CALLS = 8     # every compiled call's outputs summarised up to here,

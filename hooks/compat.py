@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 

@@ -23,8 +23,8 @@ import weakref
 from dataclasses import dataclass
 
 from graphdbg.runfile import RunWriter
-from graphdbg.sourcemap import (Frame, code_line, innermost_user, is_internal, original_function,
-                                parse_traceback, user_frames)
+from graphdbg.sourcemap import (Frame, code_line, in_library, innermost_user, is_internal,
+                                original_function, parse_traceback, user_frames)
 
 from . import compat, creation, fakecheck
 from .context import CaptureContext
@@ -269,8 +269,7 @@ class Findings:
         """For torch's own frame (a module compiled whole: `inner` in
         external_utils.py) or a library's (a model's forward decorator), the
         name its graphs got: `Sequential (torch.compile) at model.py:9`."""
-        library = f"{os.sep}site-packages{os.sep}" in code.file  # transformers' forward `wrapper`
-        if not cid or not (is_internal(code.file) or library):
+        if not cid or not (is_internal(code.file) or in_library(code.file)):  # transformers' `wrapper`
             return None
         prefix = cid.rsplit("/", 1)[0] + "/"
         for g in self.ctx.graphs.values():

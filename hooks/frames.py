@@ -7,12 +7,14 @@ Used per eager op, so it walks frames directly instead of building
 
 from __future__ import annotations
 
+import os
+import sys
 import weakref
 from types import FrameType
 
 import torch
 
-from graphdbg.sourcemap import innermost_user, is_internal, parse_traceback
+from graphdbg.sourcemap import Frame, innermost_user, is_internal, parse_traceback
 
 from . import creation
 
@@ -278,3 +280,20 @@ def node_source(writer, node: torch.fx.Node) -> tuple[int | None, int | None, st
             stack = stack or writer.stack_id([site])
     mpath, mcls = nn_module_path(node.meta.get("nn_module_stack"))
     return user_id, stack, mpath, mcls
+
+
+def generated_method(owner, code) -> Frame | None:
+    """A generated method that Dynamo compiles as a frame of its own (a
+    dataclass's ``__init__``, exec'd: "<string>:2" to torch, which no user can
+    find): named after the class of ``owner`` (its ``self``), at the program's
+    line that called it, the innermost frame of the program's on the stack
+    now (the frame being compiled is not linked to its caller yet)."""
+    if owner is None:
+        return None
+    cls = owner if isinstance(owner, type) else type(owner)
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith("<") or is_internal(f.f_code.co_filename)):
+        f = f.f_back
+    if f is None:
+        return None
+    return Frame(os.path.abspath(f.f_code.co_filename), f.f_lineno, f"{cls.__qualname__}.{code.co_name}")

@@ -31,6 +31,7 @@ from graphdbg.sourcemap import Frame, is_internal, original_function, parse_trac
 from . import compat
 from .context import CaptureContext
 from .findings import Findings
+from .frames import generated_method
 from .guards import current_value, newest_change, parse_reason
 from .kernels import KernelTimes
 
@@ -66,25 +67,6 @@ def _frame_being_compiled():
             return f.f_locals.get("frame")
         f = f.f_back
     return None
-
-
-def _generated_code_site(frame) -> Frame | None:
-    """A generated method (a dataclass's ``__init__``, "<string>:2" to torch)
-    named after its class, at the user's line that called it (built the
-    object): no user can find "<string>"."""
-    c = frame.f_code
-    owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
-    if owner is None:
-        return None
-    cls = owner if isinstance(owner, type) else type(owner)
-    # the frame being compiled is not linked to its caller yet: the caller is
-    # the innermost frame of the program's on the stack now (Dynamo runs here)
-    f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith("<") or is_internal(f.f_code.co_filename)):
-        f = f.f_back
-    if f is None:
-        return None
-    return Frame(os.path.abspath(f.f_code.co_filename), f.f_lineno, f"{cls.__qualname__}.{c.co_name}")
 
 
 def parse_graph_break(payload: str) -> dict:
@@ -249,7 +231,8 @@ class TraceHandler(logging.Handler):
             c = frame.f_code
             code = Frame(c.co_filename, c.co_firstlineno, c.co_name)
             if c.co_filename == "<string>":  # exec'd: a dataclass's __init__, not a notebook cell
-                code = _generated_code_site(frame) or code
+                code = generated_method(frame.f_locals.get("self", frame.f_locals.get("cls")),
+                                        c) or code
             try:
                 now = current_value(guards[0], frame.f_locals, frame.f_globals)
             except Exception:  # a frame torch lets us read, but never worth a failure

@@ -445,20 +445,6 @@ class LazilyConfigured(nn.Module):
         return self.fc(x)
 
 
-@in_process
-def test_an_attribute_the_first_call_fills_in_says_to_set_it_before_compiling(tmp_path):
-    run = tmp_path / "p.run"
-    with graphdbg.capture(str(run)):
-        model = torch.compile(LazilyConfigured(), backend="eager")
-        model(torch.ones(2, 4))
-        model(torch.ones(2, 4))
-    (d,) = recompiles(run)
-    assert at(d) == (HERE, line_of(HERE, "lazy config"))
-    assert "Set it before compiling (self.config.problem_type = 'single_label_classification'" \
-        in d["hint"]
-    assert "torch.where" not in d["hint"] and "optional argument" not in d["hint"]
-
-
 class DefaultConfig:
     problem_type = None  # a class default: the object sets its own on the first call
 
@@ -470,15 +456,21 @@ class LazilyConfiguredByDefault(LazilyConfigured):
 
 
 @in_process
-def test_a_class_default_the_first_call_overrides_says_to_set_it_before_compiling(tmp_path):
-    run = tmp_path / "q.run"
+@pytest.mark.parametrize("model,kind,was", [
+    (LazilyConfigured, "value", "None"),                            # guard: `... is None`
+    (LazilyConfiguredByDefault, "attribute", "the class's default"),  # ___dict_contains
+], ids=["instance-attribute", "class-default"])
+def test_an_attribute_the_first_call_fills_in_says_to_set_it_before_compiling(tmp_path, model,
+                                                                              kind, was):
+    run = tmp_path / "p.run"
     with graphdbg.capture(str(run)):
-        model = torch.compile(LazilyConfiguredByDefault(), backend="eager")
-        model(torch.ones(2, 4))
-        model(torch.ones(2, 4))
+        compiled = torch.compile(model(), backend="eager")
+        compiled(torch.ones(2, 4))
+        compiled(torch.ones(2, 4))
     (d,) = recompiles(run)
     assert at(d) == (HERE, line_of(HERE, "lazy config"))
-    assert d["detail"]["guard_kind"] == "attribute"
-    assert d["message"].endswith("self.config.problem_type changed: was the class's default, "
-                                 "now set on the object ('single_label_classification')")
-    assert "Set it before compiling" in d["hint"]
+    assert d["detail"]["guard_kind"] == kind
+    assert f"self.config.problem_type changed: was {was}, now " in d["message"]
+    assert "Set it before compiling (self.config.problem_type = 'single_label_classification'" \
+        in d["hint"]
+    assert "torch.where" not in d["hint"] and "optional argument" not in d["hint"]

@@ -566,33 +566,39 @@ def test_no_capture_session_outlives_its_test(main_run):
     assert "live capture sessions: 0" in out
 
 
-def test_a_stopped_capture_session_is_freed(tmp_path, clean_torch):
-    import gc
+def _recorded_session(path, call) -> list:
+    """A capture session around ``call()``, stopped: weak references to the
+    session, its context and its writer."""
     import weakref
-
-    import torch
 
     from graphdbg.hooks import CaptureSession
     from graphdbg.options import CaptureOptions
     from graphdbg.runfile import RunWriter
 
-    def program(x):
-        return torch.sin(x) + 1
+    session = CaptureSession(RunWriter(str(path), durable=False), CaptureOptions(eager=False))
+    session.start()
+    call()
+    session.stop(exit_status=0)
+    return [weakref.ref(session), weakref.ref(session.ctx), weakref.ref(session.writer)]
 
-    def record() -> list[weakref.ref]:
-        session = CaptureSession(RunWriter(str(tmp_path / "a.run"), durable=False),
-                                 CaptureOptions(eager=False))
-        session.start()
-        torch.compile(program, backend="eager")(torch.ones(4))
-        session.stop(exit_status=0)
-        return [weakref.ref(session), weakref.ref(session.ctx), weakref.ref(session.writer)]
+
+def _sin_plus_one(x):
+    import torch
+    return torch.sin(x) + 1
+
+
+def test_a_stopped_capture_session_is_freed(tmp_path, clean_torch):
+    import gc
+
+    import torch
 
     # torch's first compile in a process caches the functions of its namespace
     # (torch.overrides), graphdbg's hook on torch.export.export among them when
     # a session is capturing: that one session's context would stay. Not here.
-    torch.compile(program, backend="eager")(torch.ones(4))
+    torch.compile(_sin_plus_one, backend="eager")(torch.ones(4))
     torch._dynamo.reset()
-    refs = record()
+    refs = _recorded_session(tmp_path / "a.run",
+                             lambda: torch.compile(_sin_plus_one, backend="eager")(torch.ones(4)))
     torch._dynamo.reset()
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
@@ -721,27 +727,14 @@ def test_a_session_is_freed_while_dynamo_keeps_its_compiled_graph(tmp_path, clea
     # Dynamo keeps a compiled graph (and, after a reset, its globals in the
     # program's module); graphdbg's wrapper around it must not keep the session
     import gc
-    import weakref
 
     import torch
 
-    from graphdbg.hooks import CaptureSession
-    from graphdbg.options import CaptureOptions
-    from graphdbg.runfile import RunWriter
-
-    def program(x):
-        return torch.sin(x) + 1
-
-    compiled = torch.compile(program, backend="eager")
+    compiled = torch.compile(_sin_plus_one, backend="eager")
     compiled(torch.ones(4))  # torch's first compile in the process, before the session
     torch._dynamo.reset()
-    session = CaptureSession(RunWriter(str(tmp_path / "k.run"), durable=False),
-                             CaptureOptions(eager=False))
-    session.start()
-    compiled(torch.ones(4))  # compiled under the session, kept by Dynamo after it
-    session.stop(exit_status=0)
-    refs = [weakref.ref(session), weakref.ref(session.ctx), weakref.ref(session.writer)]
-    del session
+    # compiled under the session, kept by Dynamo after it
+    refs = _recorded_session(tmp_path / "k.run", lambda: compiled(torch.ones(4)))
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
     assert float(compiled(torch.zeros(4)).sum()) == 4.0  # and the graph still runs, unrecorded

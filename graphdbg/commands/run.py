@@ -35,7 +35,9 @@ class RunCommand:
             description="Run an unmodified script (or -m module) in this process, as python "
                         "would, and capture compiled graphs, graph breaks, recompiles, errors "
                         "and eager ops into one run file. Exits with the script's own status.",
-            usage="graphdbg run [options] (script.py | -m module) [args ...]")
+            usage="graphdbg run [options] (script.py | -m module) [args ...]",
+            epilog="Supports torch 2.13 to 2.15; another version is refused in one line. "
+                   "GRAPHDBG_ALLOW_ANY_TORCH=1 runs a newer torch anyway, with a warning.")
         run.add_argument("-m", dest="module", metavar="MODULE",
                          help="run a library module as a script, like python -m")
         run.add_argument("-o", "--output", metavar="PATH",
