@@ -307,7 +307,7 @@ def _compare_memory_variants() -> list:
 
 
 def section_check(rows: list, args, tmp: Path) -> None:
-    from graphdbg.options import CaptureOptions
+    from graphdbg.core.options import CaptureOptions
 
     shape = (["--layers", "2", "--width", "256", "--batch", "2", "--seq", "128"] if args.quick
              else ["--layers", "6", "--width", "512", "--batch", "8", "--seq", "256"])

@@ -1,4 +1,4 @@
-"""Self-check of hooks/tensorstats.py against a straightforward reference.
+"""Self-check of hooks/record/tensorstats.py against a straightforward reference.
 
     python benchmarks/check_tensorstats.py [--seed 0] [--quick]
 
@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from graphdbg.hooks import tensorstats as ts
+from graphdbg.hooks.record import tensorstats as ts
 
 J = dict(separators=(",", ":"))
 

@@ -62,8 +62,8 @@ def capture_session(path: str, tier: str, max_ops: int = 10_000_000):
     """A graphdbg capture session writing `path`, as `graphdbg run --values TIER`
     starts one; yields the session."""
     from graphdbg.hooks import CaptureSession
-    from graphdbg.options import CaptureOptions
-    from graphdbg.runfile import RunWriter
+    from graphdbg.core.options import CaptureOptions
+    from graphdbg.runfile.writer import RunWriter
 
     session = CaptureSession(RunWriter(path), CaptureOptions(values=tier, max_ops=max_ops))
     session.start()

@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--inductor", action="store_true", help="also compare with one inductor compile")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from graphdbg.hooks.lint import lint_graph as check_graph
+    from graphdbg.hooks.check.lint import lint_graph as check_graph
 
     print(f"{'workload':<12}{'nodes':>7}{'check':>10}{'aot_eager':>11}{'ratio':>8}"
           + (f"{'inductor':>11}{'ratio':>8}" if args.inductor else ""))
@@ -84,7 +84,7 @@ def main() -> None:
             line += f"{ind * 1e3:>9.0f}ms{check / ind:>8.3f}"
         print(line)
 
-    from graphdbg.hooks import creation
+    from graphdbg.hooks.record import creation
     print(f"\n{'workload':<12}{'dynamo trace':>14}{'+ creation sites':>18}{'ratio':>8}")
     for name, make in (("gpt2-like", gpt2_like), ("mlp-24", mlp)):
         model, inputs = make()

@@ -1,4 +1,4 @@
-"""Read side at scale: graphdbg.query and `graphdbg report` on a synthetic run.
+"""Read side at scale: graphdbg.runfile.query and `graphdbg report` on a synthetic run.
 
     python benchmarks/query_bench.py [--diff] [--rebuild]
 
@@ -39,7 +39,7 @@ KINDS = (("graph_break", "warning"), ("recompile", "warning"), ("divergence", "e
 
 
 def build(path: Path, graphs: int, nodes: int, ops: int) -> None:
-    from graphdbg.runfile import RunWriter
+    from graphdbg.runfile.writer import RunWriter
     rng = random.Random(0)
     src = path.parent / "src"
     src.mkdir(exist_ok=True)
@@ -119,7 +119,7 @@ def _rss() -> int:
 
 
 def measure_times(path: str) -> dict:
-    from graphdbg.query import Run
+    from graphdbg.runfile.query import Run
     t0 = time.perf_counter()
     run = Run(path)
     page = run.nodes(len(run.graphs()) // 2 or 1, offset=0, limit=50)
@@ -148,8 +148,8 @@ def measure_report(path: str, traced: bool = False) -> dict:
 
     from rich.console import Console
 
-    from graphdbg.query import Run
-    from graphdbg.report import document, render
+    from graphdbg.runfile.query import Run
+    from graphdbg.reporters.report import document, render
     before = _rss()
     if traced:
         tracemalloc.start()
@@ -164,7 +164,7 @@ def measure_report(path: str, traced: bool = False) -> dict:
 
 
 def measure_diff(path: str) -> dict:
-    from graphdbg.diff import diff_runs
+    from graphdbg.reporters.diff import diff_runs
     before = _rss()
     t = time.perf_counter()
     doc = diff_runs(path, path)

@@ -75,8 +75,8 @@ def _timed(cls, name: str, sink: list) -> None:
 async def _session(path: str, first_paint_only: bool = False) -> dict:
     from textual.widgets import DataTable
 
-    from graphdbg.tui import app as tui_app
-    from graphdbg.tui.app import GraphdbgApp
+    from graphdbg.tui.views import app as tui_app
+    from graphdbg.tui.views.app import GraphdbgApp
     fetch_ms: list = []
     show_ms: list = []
     _timed(tui_app.m.NodePager, "fetch", fetch_ms)  # the SQL of one page (worker thread)

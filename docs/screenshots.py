@@ -19,7 +19,7 @@ SIZE = (120, 32)
 
 
 async def shoot(run: str, keys: list[str], name: str) -> None:
-    from graphdbg.tui.app import GraphdbgApp
+    from graphdbg.tui.views.app import GraphdbgApp
     app = GraphdbgApp([run], cursor_blink=False)
     app.animation_level = "none"
     async with app.run_test(size=SIZE) as pilot:

@@ -6,7 +6,7 @@ functions that need them (`graphdbg --help` and the pytest plugin start fast).
 
 from __future__ import annotations
 
-from .version import __version__
+from .core.version import __version__
 
 __all__ = ["__version__", "capture", "check_graph", "compare", "open_run"]
 
@@ -24,9 +24,9 @@ def check_graph(gm, *example_inputs):
 
 
 def open_run(path: str):
-    """Open a run file for reading: a `graphdbg.query.Run` (typed records,
+    """Open a run file for reading: a `graphdbg.runfile.query.Run` (typed records,
     paged, usable from any thread; close it, or use it as a context manager)."""
-    from .query import Run
+    from .runfile.query import Run
     return Run(path)
 
 
@@ -37,13 +37,13 @@ class capture:
             model(x)
         print(run.path)
 
-    Options are those of `graphdbg run` (`graphdbg.options.CaptureOptions`),
+    Options are those of `graphdbg run` (`graphdbg.core.options.CaptureOptions`),
     given as an object or as keywords: ``capture("x.run", values="none",
     compare_first=1, localize="bisect")``.
     """
 
     def __init__(self, path: str = "graphdbg-capture.run", *, options=None, **kwargs) -> None:
-        from .options import CaptureOptions
+        from .core.options import CaptureOptions
         if options is not None and kwargs:
             raise TypeError("give capture options either as `options=` or as keywords, not both")
         self.path = path
@@ -51,8 +51,8 @@ class capture:
         self._session = None
 
     def __enter__(self) -> "capture":
-        from .hooks import CaptureSession
-        from .runfile import RunWriter
+        from graphdbg.hooks import CaptureSession
+        from .runfile.writer import RunWriter
         writer = RunWriter(self.path)
         writer.set_meta(argv=["<capture>"], module=False, graphdbg=__version__)
         self._session = CaptureSession(writer, self.options)

@@ -16,7 +16,7 @@ class CompareReport:
     """Findings of `graphdbg.compare`, read back from its run file."""
 
     def __init__(self, run_file: str, output: Any) -> None:
-        from .report import document
+        from .reporters.report import document
         self.run_file = run_file
         self.output = output
         self.document = document(run_file)  # opens the run file, reads it, closes it
@@ -66,9 +66,9 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
     import torch
     from torch._dynamo.backends.registry import lookup_backend
 
-    from .hooks import CaptureSession
-    from .options import CaptureOptions
-    from .runfile import RunWriter
+    from graphdbg.hooks import CaptureSession
+    from .core.options import CaptureOptions
+    from .runfile.writer import RunWriter
 
     inner = lookup_backend(backend) if isinstance(backend, str) else backend
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")
@@ -99,7 +99,7 @@ class GraphCheckReport:
     """What `graphdbg.check_graph` found: one entry per broken node."""
 
     def __init__(self, check) -> None:
-        from .sourcemap import code_line
+        from .core.sourcemap import code_line
         self.nodes_checked = check.checked
         self.unchecked = list(check.unchecked)
         self.problems: list[dict] = []
@@ -152,8 +152,8 @@ def check_graph(gm: Any, *example_inputs: Any) -> GraphCheckReport:
         report = graphdbg.check_graph(gm, x)
         report.assert_ok()
     """
-    from .hooks.lint import lint_graph
-    from .hooks.session import current
+    from graphdbg.hooks.check.lint import lint_graph
+    from graphdbg.hooks.session import current
 
     result = lint_graph(gm, example_inputs)
     session = current()

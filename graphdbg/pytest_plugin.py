@@ -151,7 +151,7 @@ def _start(item: pytest.Item, needed: bool) -> None:
         rec.start()
         return
     except Exception as exc:  # noqa: BLE001 - said in the report, never swallowed
-        from .errors import GraphdbgError
+        from .core.errors import GraphdbgError
         why = str(exc) if isinstance(exc, GraphdbgError) else f"{type(exc).__name__}: {exc}"
     if needed:
         pytest.fail(f"graphdbg could not record this test: {why}", pytrace=False)
@@ -265,7 +265,7 @@ def _read(item: pytest.Item, call: pytest.CallInfo, test: _Test, report) -> None
 
 def _judge(item: pytest.Item, call: pytest.CallInfo, test: _Test,
            report: pytest.TestReport) -> None:
-    from .format import short
+    from .core.format import short
     from .testing import counts_of, failure_text, finding_text, violations
     rec = test.rec
     limits = item.stash.get(_LIMITS, None)

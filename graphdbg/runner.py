@@ -12,8 +12,8 @@ import sys
 import time
 import traceback
 
-from .errors import GraphdbgError
-from .options import CaptureOptions
+from .core.errors import GraphdbgError
+from .core.options import CaptureOptions
 
 
 def default_output(target: str, module: bool) -> str:
@@ -75,8 +75,8 @@ def _keep_traces(profiler, writer) -> None:
 
 def _keep_samples(spy, session, writer) -> None:
     """py-spy's samples per user line into the run file (an event row)."""
-    from .pyspy import line_samples
-    from .runfile import dumps
+    from graphdbg.hooks.record.pyspy import line_samples
+    from .runfile.writer import dumps
     path, why = spy.stop()
     if path is None:
         if why:
@@ -111,8 +111,8 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     if not os.path.isdir(out_dir):
         raise GraphdbgError(f"graphdbg run: output directory does not exist: {out_dir}")
 
-    from .runfile import RunWriter
-    from .version import __version__
+    from .runfile.writer import RunWriter
+    from .core.version import __version__
 
     try:
         from graphdbg.hooks import CaptureSession, check_torch
@@ -139,7 +139,7 @@ def run_program(target: str, args: list[str], *, module: bool = False,
 
     spy = None
     if py_spy_rate is not None:
-        from .pyspy import PySpy, speedscope_path
+        from graphdbg.hooks.record.pyspy import PySpy, speedscope_path
         spy = PySpy(speedscope_path(os.path.abspath(output)), py_spy_rate)
         why = spy.start()
         if why is not None:
@@ -152,7 +152,7 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     session.start()
     profiler = None
     if profile_steps is not None:
-        from graphdbg.hooks.profiler import ProfileRecorder, profile_dir
+        from graphdbg.hooks.record.profiler import ProfileRecorder, profile_dir
         profiler = ProfileRecorder(session.ctx, profile_dir(os.path.abspath(output)),
                                    profile_steps)
         try:
@@ -199,6 +199,6 @@ def run_program(target: str, args: list[str], *, module: bool = False,
             if saved_path0 is not None and sys.path:
                 sys.path[0] = saved_path0
     if not quiet:
-        from .report import print_run_summary
+        from .reporters.report import print_run_summary
         print_run_summary(output)
     return status

@@ -1,5 +1,5 @@
 """What the pytest plugin gives a test: a recorder around the test, its
-counts and findings (read through `graphdbg.query`), assertions, and the
+counts and findings (read through `graphdbg.runfile.query`), assertions, and the
 text of a failure.
 
     def test_model(graphdbg):                 # the `graphdbg` fixture
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .format import code_part, short
-from .query import Finding, Run
+from .core.format import code_part, short
+from .runfile.query import Finding, Run
 
 # what the marker and the session summary count; each is the sum of its
 # findings' counts (a finding is one site, hit `count` times)
@@ -276,10 +276,10 @@ class Recorder:
     def start(self) -> None:
         import torch._dynamo
 
-        from .hooks import CaptureSession
-        from .options import CaptureOptions
-        from .runfile import RunWriter
-        from .version import __version__
+        from graphdbg.hooks import CaptureSession
+        from .core.options import CaptureOptions
+        from .runfile.writer import RunWriter
+        from .core.version import __version__
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         # the program's own eager ops are not recorded: a test asserts on
         # compiles, and a dispatch mode per op would slow every test down

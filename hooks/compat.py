@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from graphdbg.errors import GraphdbgError
+from graphdbg.core.errors import GraphdbgError
 
 SUPPORTED = ((2, 13), (2, 15))  # oldest and newest minor release, both tested in CI
 ALLOW_ENV = "GRAPHDBG_ALLOW_ANY_TORCH"  # =1: run on a torch outside SUPPORTED, with a warning
@@ -157,7 +157,7 @@ def failed_fake_node(exc: BaseException) -> "tuple[torch.fx.Node, list[torch.fx.
     run on are still in the frame that ran it (``run_node(tracer, node, args,
     kwargs, ...)``, all three versions): each is the ``example_value`` of the
     input node that made it. Detected by the node being erased."""
-    from .exceptions import failing_node
+    from .findings.exceptions import failing_node
     node = failing_node(exc)
     if node is None:
         return None
@@ -168,7 +168,7 @@ def failed_fake_node(exc: BaseException) -> "tuple[torch.fx.Node, list[torch.fx.
 
 def _inputs_from_fakes(exc: BaseException, node: "torch.fx.Node") -> "list[torch.fx.Node]":
     from torch.utils._pytree import tree_leaves
-    from .exceptions import exception_chain
+    from .findings.exceptions import exception_chain
     by_value = {id(n.meta["example_value"]): n for n in node.graph.nodes
                 if "example_value" in n.meta}
     for e in exception_chain(exc):

@@ -1,9 +1,9 @@
 """The capture context: what every recorder shares, and nothing else.
 
-Recorders get a `CaptureContext` and a `Findings` writer (hooks/findings.py),
+Recorders get a `CaptureContext` and a `Findings` writer (hooks/findings/writer.py),
 never the session that wires them:
 
-- the options (`graphdbg.options.CaptureOptions`) and the run-file writer;
+- the options (`graphdbg.core.options.CaptureOptions`) and the run-file writer;
 - ids, the clock and event counts;
 - the graphs recorded so far (`GraphInfo`: what later events need to know
   of a graph: compile id, backend, function and line);
@@ -26,8 +26,8 @@ from typing import Any
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
 
-from graphdbg.options import CaptureOptions
-from graphdbg.runfile import RunWriter
+from graphdbg.core.options import CaptureOptions
+from graphdbg.runfile.writer import RunWriter
 
 from .progress import BisectProgress, CompileProgress
 

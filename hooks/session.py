@@ -21,18 +21,19 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from graphdbg.options import CaptureOptions
-from graphdbg.runfile import RunWriter
+from graphdbg.core.options import CaptureOptions
+from graphdbg.runfile.writer import RunWriter
 
-from . import compat, creation
-from .backend import BackendRecorder
+from . import compat
+from .record import creation
+from .record.backend import BackendRecorder
 from .context import CaptureContext
-from .eager import EagerRecorder
-from .exports import ExportRecorder
-from .findings import Findings
-from .tensors import TensorKeeper
-from .kernels import KernelTimes
-from .trace import TraceCapture
+from .record.eager import EagerRecorder
+from .record.exports import ExportRecorder
+from .findings.writer import Findings
+from .record.tensors import TensorKeeper
+from .record.kernels import KernelTimes
+from .record.trace import TraceCapture
 
 _active: list["CaptureSession"] = []  # innermost last
 

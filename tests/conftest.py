@@ -65,7 +65,7 @@ def report_doc(run: Path | str) -> dict:
     """The `report --json` document, built in-process (JSON round trip included).
     Every document is checked: each finding has a file and a line."""
     import graphdbg as api
-    from graphdbg.report import document
+    from graphdbg.reporters.report import document
     reader = api.open_run(str(run))
     try:
         doc = json.loads(json.dumps(document(reader), default=str))

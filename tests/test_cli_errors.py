@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from graphdbg.runfile import RunWriter
+from graphdbg.runfile.writer import RunWriter
 
 from conftest import ENV, graphdbg, marked, markers, report_doc
 

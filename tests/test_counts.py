@@ -30,7 +30,7 @@ import torch.nn as nn
 
 import graphdbg
 from conftest import line_of, report_doc, report_text, stack
-from graphdbg.query import Run
+from graphdbg.runfile.query import Run
 from graphdbg.testing import Limits, counts_of, violations
 
 HERE = __file__

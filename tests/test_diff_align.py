@@ -1,12 +1,12 @@
-"""graphdbg.diff on runs written with RunWriter (no torch): alignment by line,
+"""graphdbg.reporters.diff on runs written with RunWriter (no torch): alignment by line,
 op and occurrence when the two runs are out of step, and the streaming merge."""
 
 import json
 
-from graphdbg import diff
-from graphdbg.diff import diff_runs
-from graphdbg.query import Run
-from graphdbg.runfile import RunWriter
+from graphdbg.reporters import diff
+from graphdbg.reporters.diff import diff_runs
+from graphdbg.runfile.query import Run
+from graphdbg.runfile.writer import RunWriter
 
 
 def stats(mean):

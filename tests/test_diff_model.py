@@ -1,4 +1,4 @@
-"""The diff view (issue 10): `tui/diff_model.py` without a terminal, and
+"""The diff view (issue 10): `tui/model/diff.py` without a terminal, and
 `DiffScreen` driven by Pilot at 80x24 on a minimal App. Run files are
 written with RunWriter: no torch, no compiles."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graphdbg.query import Run
-from graphdbg.runfile import RunWriter
+from graphdbg.runfile.query import Run
+from graphdbg.runfile.writer import RunWriter
 
 N_NODES = 30          # nodes of graph 1; node 20 is the first divergent one
 FIRST = 20
@@ -74,7 +74,7 @@ def graph_run(tmp_path_factory):
 # -- the model -----------------------------------------------------------------------
 
 def test_graph_model_pages_filters_and_finds_the_first_divergent(graph_run):
-    from graphdbg.tui.diff_model import GRAPH_COLUMNS, DiffModel
+    from graphdbg.tui.model.diff import GRAPH_COLUMNS, DiffModel
     with Run(graph_run) as run:
         m = DiffModel.for_graph(run, 1, page_size=8)
         assert m.kind == "graph" and m.columns == GRAPH_COLUMNS
@@ -123,7 +123,7 @@ def test_graph_model_pages_filters_and_finds_the_first_divergent(graph_run):
 
 
 def test_graph_model_without_values_is_empty_with_a_reason(graph_run):
-    from graphdbg.tui.diff_model import DiffModel
+    from graphdbg.tui.model.diff import DiffModel
     with Run(graph_run) as run:
         m = DiffModel.for_graph(run, 2)
         assert m.total == 0 and m.load_more() == [] and m.first_divergent() is None
@@ -133,7 +133,7 @@ def test_graph_model_without_values_is_empty_with_a_reason(graph_run):
 
 
 def test_runs_model_aligns_by_line_and_op_with_time_and_value_differences(tmp_path):
-    from graphdbg.tui.diff_model import RUNS_COLUMNS, DiffModel
+    from graphdbg.tui.model.diff import RUNS_COLUMNS, DiffModel
     a = write_ops_run(tmp_path / "a.run", [(10, "aten.mm", 1.0, 1000), (11, "aten.add", 2.0, 500),
                                            (10, "aten.mm", 1.0, 1000), (11, "aten.add", 2.0, 500),
                                            (12, "aten.relu", 0.0, 100), (14, "aten.sin", 0.0, 10),
@@ -174,9 +174,9 @@ def _text(app) -> str:
 
 
 def test_diff_screen_keys(graph_run):
-    from graphdbg.tui.diff_model import DiffModel
-    from graphdbg.tui.theme import level_style
-    from graphdbg.tui.diff_view import DiffScreen
+    from graphdbg.tui.model.diff import DiffModel
+    from graphdbg.tui.views.theme import level_style
+    from graphdbg.tui.views.diff import DiffScreen
     from rich.style import Style
     from textual.app import App
     from textual.widgets import DataTable
@@ -251,8 +251,8 @@ def test_diff_screen_keys(graph_run):
 
 
 def test_diff_screen_empty_graph_says_why(graph_run, monkeypatch):
-    from graphdbg.tui.diff_model import DiffModel
-    from graphdbg.tui.diff_view import DiffScreen
+    from graphdbg.tui.model.diff import DiffModel
+    from graphdbg.tui.views.diff import DiffScreen
     from textual.app import App
     monkeypatch.setenv("NO_COLOR", "1")
 

@@ -75,8 +75,8 @@ def test_mlp_under_inductor(runs, workdir):
     assert re.search(rf"^Compiled time per line \(inductor kernels\).*\n.*\n"
                      rf"mlp_clean\.py:{top['line']}\s+[\d.]+ [mµ]?s", text, re.M)
     # the TUI's hot spots: the line's kernels beside its compiled time
-    from graphdbg.query import Run
-    from graphdbg.tui.model import HotSpots
+    from graphdbg.runfile.query import Run
+    from graphdbg.tui.model.run import HotSpots
     with Run(str(r.run)) as run:
         rows = {row[2]: row for row in HotSpots.load(run).line_rows()}
     row = rows[f"mlp_clean.py:{top['line']}"]

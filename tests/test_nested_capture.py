@@ -11,8 +11,8 @@ import torch
 import torch._dynamo
 
 import graphdbg
-from graphdbg.report import document
-from graphdbg.hooks import creation
+from graphdbg.reporters.report import document
+from graphdbg.hooks.record import creation
 
 
 def _line_of(fn, text: str) -> int:

@@ -18,9 +18,9 @@ from faulty_backends import by_line, make_faulty_backend
 import faulty_backends
 import graphdbg
 from faulty_backends import Dropped, own_random_stream
-from graphdbg.query import NODE_VALUE_DIFFERING, Run
-from graphdbg.runfile import COLUMNS, RunWriter
-from graphdbg.schema import SCHEMA_VERSION
+from graphdbg.runfile.query import NODE_VALUE_DIFFERING, Run
+from graphdbg.runfile.writer import COLUMNS, RunWriter
+from graphdbg.runfile.schema import SCHEMA_VERSION
 
 HERE = __file__
 
@@ -216,7 +216,7 @@ def test_schema_1_file_reads_as_empty(tmp_path):
 
 
 def test_errors_helper():
-    from graphdbg.hooks.nodevalues import errors
+    from graphdbg.hooks.check.nodevalues import errors
     a = torch.tensor([1.0, 2.0, float("nan")])
     assert errors(a, a.clone()) == (0.0, 0.0)
     assert errors(a, torch.tensor([1.0, 2.5, float("nan")])) == pytest.approx((0.5, 0.2))
@@ -256,8 +256,8 @@ def test_a_recorded_divergence_in_the_diff_screen(tmp_path):
     the faulty backend changed."""
     import asyncio
 
-    from graphdbg.tui.diff_model import DiffModel
-    from graphdbg.tui.diff_view import DiffScreen
+    from graphdbg.tui.model.diff import DiffModel
+    from graphdbg.tui.views.diff import DiffScreen
     from textual.app import App
     from textual.widgets import DataTable
 
@@ -296,7 +296,7 @@ def test_pages_of_a_large_graph_cost_their_rows(tmp_path):
     without the index was quadratic: over a minute at 20k nodes)."""
     import time
 
-    from graphdbg.tui.diff_model import DiffModel
+    from graphdbg.tui.model.diff import DiffModel
     n = 10_000
     w = RunWriter(str(tmp_path / "big.run"))
     stats = json.dumps({"shape": [4], "dtype": "float32", "min": 0.0, "max": 1.0, "mean": 0.5,

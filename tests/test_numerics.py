@@ -7,8 +7,9 @@ import math
 
 import torch
 
-from graphdbg.hooks.localize import first_divergent
-from graphdbg.hooks.numerics import Tolerance, ValueDiff, compare_values, finding, is_finding, worst
+from graphdbg.hooks.check.localize import first_divergent
+from graphdbg.hooks.check.numerics import (Tolerance, ValueDiff, compare_values, finding,
+                                           is_finding, worst)
 from graphdbg.hooks.progress import BisectProgress
 
 

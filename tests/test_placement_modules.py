@@ -6,7 +6,7 @@
 - a module compiled whole whose forward lives in torch
   (`torch.compile(nn.Sequential(...))`): the graph is named after its class at
   the user's `torch.compile(...)` line, its nodes sit at the line that made
-  their layer (hooks/creation.py records where each module is made).
+  their layer (hooks/record/creation.py records where each module is made).
 
 In-process, cheap backends."""
 
@@ -134,7 +134,7 @@ def build_mlp():
 
 
 def test_modules_remember_the_line_that_made_them(tmp_path):
-    from graphdbg.hooks.creation import module_site
+    from graphdbg.hooks.record.creation import module_site
     outside = nn.Linear(2, 2)
     with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
         p = make_parent()
@@ -172,7 +172,7 @@ def test_nodes_of_a_sequential_compiled_whole_sit_where_its_layers_were_made(tmp
 
 
 def test_a_sequential_compiled_whole_is_named_after_its_class_at_torch_compile(tmp_path):
-    # needs hooks/trace.py's compile metrics to keep the name backend.py gave
+    # needs hooks/record/trace.py's compile metrics to keep the name backend.py gave
     with graphdbg.capture(str(tmp_path / "s.run")):
         compiled = torch.compile(build_mlp(), backend="eager")  # MARK compile named
         compiled(X)

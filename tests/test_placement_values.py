@@ -22,8 +22,8 @@ from faulty_backends import by_target, make_faulty_backend
 
 import graphdbg
 from conftest import line_of, report_doc
-from graphdbg.hooks.interpreter import RecordingInterpreter
-from graphdbg.hooks.subgraphs import graph_with_outputs, mutates_inputs, written_node
+from graphdbg.hooks.check.interpreter import RecordingInterpreter
+from graphdbg.hooks.check.subgraphs import graph_with_outputs, mutates_inputs, written_node
 
 HERE = __file__
 pytestmark = pytest.mark.usefixtures("clean_torch")

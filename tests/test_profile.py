@@ -102,7 +102,7 @@ def test_profile_of_a_program_without_steps(workdir, runs):
 
 def test_a_trace_torch_wrote_as_invalid_json_is_repaired(tmp_path):
     # as torch 2.13's kineto wrote a Python tracer event (seen in a test run here)
-    from graphdbg.hooks.profiler import repair_trace
+    from graphdbg.hooks.record.profiler import repair_trace
     bad = ('{\n  "traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'
            '    "name": "torch/profiler/_cupti_monitor.py(0): "float32"",\n    "pid": 7,\n'
            '    "args": {\n      "Python id": 1, "Python parent id": null\n    }\n  },\n'

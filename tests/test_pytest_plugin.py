@@ -572,8 +572,8 @@ def _recorded_session(path, call) -> list:
     import weakref
 
     from graphdbg.hooks import CaptureSession
-    from graphdbg.options import CaptureOptions
-    from graphdbg.runfile import RunWriter
+    from graphdbg.core.options import CaptureOptions
+    from graphdbg.runfile.writer import RunWriter
 
     session = CaptureSession(RunWriter(str(path), durable=False), CaptureOptions(eager=False))
     session.start()

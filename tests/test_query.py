@@ -1,4 +1,4 @@
-"""graphdbg.query on a small run written with RunWriter (no torch): every
+"""graphdbg.runfile.query on a small run written with RunWriter (no torch): every
 record below is known exactly."""
 
 import json
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from graphdbg.errors import GraphdbgError
-from graphdbg.query import Frame, Run, open_run
-from graphdbg.runfile import SCHEMA_VERSION, RunWriter
+from graphdbg.core.errors import GraphdbgError
+from graphdbg.runfile.query import Frame, Run, open_run
+from graphdbg.runfile.writer import SCHEMA_VERSION, RunWriter
 
 SOURCE = """\
 def f(x):
@@ -292,7 +292,7 @@ def test_a_file_damaged_after_its_header_fails_with_one_line(tmp_path):
 
 
 def test_report_document_takes_a_run_or_a_path(run_file):
-    from graphdbg.report import document
+    from graphdbg.reporters.report import document
     with Run(str(run_file)) as run:
         doc = document(run)
         assert not run.closed  # the caller's run stays open
@@ -339,7 +339,7 @@ def test_a_run_whose_writer_is_gone_ended_without_closing(tmp_path):
 
 
 def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops(tmp_path):
-    from graphdbg.runfile import RunWriter
+    from graphdbg.runfile.writer import RunWriter
     w = RunWriter(str(tmp_path / "x.run"))
     for gid, calls in ((1, (1_000, 3_000)), (2, (9_000, 2_500)), (3, ())):
         w.put_graph(gid, compile_id=f"{gid - 1}/0", status="compiled")
@@ -357,7 +357,7 @@ def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops
 
 
 def test_a_compiled_line_timed_over_too_few_calls_gets_no_verdict():
-    from graphdbg.query import MIN_SAMPLES, CompiledLine
+    from graphdbg.runfile.query import MIN_SAMPLES, CompiledLine
     def line(samples, steady=True):
         return CompiledLine("m.py", 3, "f", "y = x @ w", 900, 300, 0, 100, ("k",), (1,),
                             steady, samples)
@@ -369,7 +369,7 @@ def test_a_compiled_line_timed_over_too_few_calls_gets_no_verdict():
 def test_compiled_lines_keep_their_times_beside_a_long_source_line():
     # nanoGPT's attention line is wider than the terminal: the times stay
     from rich.console import Console
-    from graphdbg.report import _compiled_lines_section
+    from graphdbg.reporters.report import _compiled_lines_section
     code = ("y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
             "dropout_p=self.dropout if self.training else 0, is_causal=True)")
     doc = {"compiled_lines": [{"file": "/x/model.py", "line": 64, "code": code, "total_ns": 2486181,

@@ -5,10 +5,10 @@ import sqlite3
 
 import pytest
 
-from graphdbg.errors import GraphdbgError
-from graphdbg.query import Run
-from graphdbg.runfile import SCHEMA_VERSION, RunWriter
-from graphdbg.sourcemap import Frame, original_function, parse_traceback
+from graphdbg.core.errors import GraphdbgError
+from graphdbg.runfile.query import Run
+from graphdbg.runfile.writer import SCHEMA_VERSION, RunWriter
+from graphdbg.core.sourcemap import Frame, original_function, parse_traceback
 
 
 def test_round_trip_frames_stacks_and_diagnostics(tmp_path):

@@ -1,7 +1,8 @@
-"""The layering the architecture promises, read from the source (ast): no
-import circle in hooks/ or graphdbg/ (not even under TYPE_CHECKING), the query
-layer free of torch, rich and textual, and no object writing another's private
-state."""
+"""The layering the architecture promises (docs/architecture.md), read from
+the source (ast): packages import only downwards (the floor, then capture and
+the views, then the roof), no import circle anywhere (not even under
+TYPE_CHECKING), the run-file package free of torch, rich and textual, and no
+object writing another's private state."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_circle_in_hooks_or_graphdbg():
+def test_no_import_circle():
     graph = _graph()
     assert graph.get("graphdbg.hooks.session")  # the parser found our imports
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
@@ -89,15 +90,73 @@ def test_the_circle_check_finds_a_circle():
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_query_layer_imports_no_torch_rich_or_textual():
-    path = ROOT / "graphdbg" / "query.py"
-    assert path.exists()
-    heavy = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-        heavy |= {n for n in names if n.split(".")[0] in ("torch", "rich", "textual")}
-    assert heavy == set()
+# What each package may import besides itself, bottom to top
+# (docs/architecture.md says why). "graphdbg" is the roof: its own modules
+# (cli, api, runner, testing, pytest_plugin, __init__) and graphdbg.commands.
+MAY_IMPORT = {
+    "graphdbg.core": set(),
+    "graphdbg.runfile": {"graphdbg.core"},
+    "graphdbg.hooks": {"graphdbg.core", "graphdbg.runfile"},
+    "graphdbg.reporters": {"graphdbg.core", "graphdbg.runfile"},
+    "graphdbg.tui": {"graphdbg.core", "graphdbg.runfile", "graphdbg.reporters"},
+    "graphdbg": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks", "graphdbg.reporters",
+                 "graphdbg.tui"},
+}
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to: its longest prefix in MAY_IMPORT."""
+    return max((p for p in MAY_IMPORT if module == p or module.startswith(p + ".")), key=len)
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for mod, targets in sorted(graph.items()):
+        pkg = _package(mod)
+        wrong += [f"{mod} imports {t}" for t in sorted(targets)
+                  if _package(t) != pkg and _package(t) not in MAY_IMPORT[pkg]]
+    return wrong
+
+
+def test_packages_import_only_downwards():
+    graph = _graph()
+    assert {_package(m) for m in graph} == set(MAY_IMPORT)
+    assert _upward_imports(graph) == []
+
+
+def test_nothing_below_may_import_anything_above():
+    # the table itself is layered: no package may import one that may import it
+    for pkg, allowed in MAY_IMPORT.items():
+        for other in allowed:
+            assert pkg not in MAY_IMPORT[other], (pkg, other)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    assert _upward_imports({"graphdbg.runfile.query": {"graphdbg.reporters.report"}}) != []
+    assert _upward_imports({"graphdbg.hooks.session": {"graphdbg.reporters.report"}}) != []
+    assert _upward_imports({"graphdbg.tui.views.app": {"graphdbg.hooks.session"}}) != []
+    assert _upward_imports({"graphdbg.core.format": {"graphdbg.api"}}) != []
+    assert _upward_imports({"graphdbg.api": {"graphdbg.hooks.session"}}) == []
+    assert _upward_imports({"graphdbg.hooks.record.backend": {"graphdbg.hooks.check.lint"}}) == []
+
+
+def test_floor_and_views_import_no_torch():
+    """The run file and the reporters read runs on machines without torch; the
+    floor needs neither rich nor textual."""
+    heavy = {}
+    for name, path in _modules().items():
+        pkg = _package(name)
+        banned = {"graphdbg.core": ("torch", "rich", "textual"),
+                  "graphdbg.runfile": ("torch", "rich", "textual"),
+                  "graphdbg.reporters": ("torch", "textual"),
+                  "graphdbg.tui": ("torch",)}.get(pkg, ())
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found = {n for n in names if n.split(".")[0] in banned}
+            if found:
+                heavy.setdefault(name, set()).update(found)
+    assert heavy == {}
 
 
 def test_no_object_writes_another_objects_private_state():

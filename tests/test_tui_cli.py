@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from graphdbg.runfile import RunWriter
-from graphdbg.schema import SCHEMA_VERSION
+from graphdbg.runfile.writer import RunWriter
+from graphdbg.runfile.schema import SCHEMA_VERSION
 
 from conftest import graphdbg
 

@@ -1,4 +1,4 @@
-"""The TUI's view state (graphdbg.tui.model), without a terminal: on a small
+"""The TUI's view state (graphdbg.tui.model.run), without a terminal: on a small
 run written with RunWriter (tests/tui_sample.py) and on a real sample run."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import re
 
 import pytest
 from conftest import group
-from graphdbg.tui import model as m
+from graphdbg.tui.model import run as m
 from tui_sample import N_NODES, write_sample_run
 
-from graphdbg.query import Run
+from graphdbg.runfile.query import Run
 
 
 @pytest.fixture

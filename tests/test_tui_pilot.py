@@ -12,8 +12,8 @@ import types
 import pytest
 from tui_sample import N_NODES, write_sample_run
 
-from graphdbg.errors import GraphdbgError
-from graphdbg.query import Graph
+from graphdbg.core.errors import GraphdbgError
+from graphdbg.runfile.query import Graph
 
 SIZE = (80, 24)
 PAGE = 50  # rows per page of nodes: small, so that tests page quickly
@@ -33,7 +33,7 @@ async def settle(app, pilot, rounds: int = 3) -> None:
 
 
 def drive(path: str | list, script, size=SIZE) -> None:
-    from graphdbg.tui.app import GraphdbgApp
+    from graphdbg.tui.views.app import GraphdbgApp
 
     async def main():
         app = GraphdbgApp(path if isinstance(path, list) else [path], cursor_blink=False,
@@ -144,7 +144,7 @@ def test_graphs_and_their_nodes_paged_and_sorted(sample):
 
 
 def test_a_checked_graphs_nodes_show_status_and_error_coloured_and_sort_by_them(tmp_path):
-    from graphdbg.tui.theme import level_style
+    from graphdbg.tui.views.theme import level_style
     path = str(write_sample_run(tmp_path, node_values=True))
 
     async def script(app, pilot):
@@ -245,9 +245,9 @@ def test_diff_key_mounts_the_diff_screen_or_says_it_is_missing(sample, monkeypat
             super().__init__()
             self.model = model
 
-    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_model",
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.model.diff",
                         types.SimpleNamespace(DiffModel=DiffModel))
-    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_view",
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.views.diff",
                         types.SimpleNamespace(DiffScreen=DiffScreen))
 
     async def script(app, pilot):
@@ -264,7 +264,7 @@ def test_diff_key_mounts_the_diff_screen_or_says_it_is_missing(sample, monkeypat
 
 
 def test_a_run_without_problems_or_sources(tmp_path):
-    from graphdbg.runfile import RunWriter
+    from graphdbg.runfile.writer import RunWriter
     w = RunWriter(str(tmp_path / "empty.run"))
     w.set_meta(argv=["x.py"], status="running")
     w.close(exit_status=1, status="failed")
@@ -278,7 +278,7 @@ def test_a_run_without_problems_or_sources(tmp_path):
 
 
 def test_a_bad_file_fails_before_the_app_starts(tmp_path):
-    from graphdbg.tui.app import GraphdbgApp, run_tui
+    from graphdbg.tui.views.app import GraphdbgApp, run_tui
     bad = tmp_path / "bad.run"
     bad.write_text("not sqlite")
     with pytest.raises(GraphdbgError, match="is not a graphdbg run file"):
@@ -319,9 +319,9 @@ def test_no_color_and_two_runs(sample, monkeypatch):
         def __init__(self, model):
             super().__init__()
 
-    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_model",
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.model.diff",
                         types.SimpleNamespace(DiffModel=DiffModel))
-    monkeypatch.setitem(sys.modules, "graphdbg.tui.diff_view",
+    monkeypatch.setitem(sys.modules, "graphdbg.tui.views.diff",
                         types.SimpleNamespace(DiffScreen=DiffScreen))
     monkeypatch.setenv("NO_COLOR", "1")
 
@@ -337,7 +337,7 @@ def test_no_color_and_two_runs(sample, monkeypatch):
 
 
 def test_d_with_the_real_diff_view(sample):
-    pytest.importorskip("graphdbg.tui.diff_view")
+    pytest.importorskip("graphdbg.tui.views.diff")
 
     async def script(app, pilot):
         await pilot.press("d")   # the divergence's graph: this run kept no per-node values
@@ -365,7 +365,7 @@ def test_paths_that_look_like_markup_are_shown_as_text(tmp_path):
 
 def test_a_run_still_being_written_opens_with_what_is_there(tmp_path):
     # the writer is still open (the program runs): what it committed is shown
-    from graphdbg.runfile import RunWriter
+    from graphdbg.runfile.writer import RunWriter
     w = RunWriter(str(tmp_path / "live.run"), commit_interval=0.0)
     w.set_meta(argv=["train.py"], module=False)
     frame = w.frame_id(str(tmp_path / "train.py"), 3, "main")

@@ -23,7 +23,7 @@ def sample() -> str:
 
 
 def app_for(path: str):
-    from graphdbg.tui.app import GraphdbgApp
+    from graphdbg.tui.views.app import GraphdbgApp
     app = GraphdbgApp([path], cursor_blink=False, page_size=50)
     app.animation_level = "none"
     return app

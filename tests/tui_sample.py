@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from graphdbg.runfile import RunWriter
+from graphdbg.runfile.writer import RunWriter
 
 SOURCE = """\
 import torch

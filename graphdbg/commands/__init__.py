@@ -22,8 +22,8 @@ import pkgutil
 import sys
 from typing import Protocol
 
-from ..errors import GraphdbgError
-from ..version import __version__
+from ..core.errors import GraphdbgError
+from ..core.version import __version__
 
 
 class UsageError(Exception):

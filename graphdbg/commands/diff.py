@@ -23,7 +23,7 @@ class DiffCommand:
                          help="relative difference of value summaries that counts (default 1e-3)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..diff import main
+        from ..reporters.diff import main
         return main(args.run_a, args.run_b, args.json, args.rtol)
 
 

@@ -19,7 +19,7 @@ class ReportCommand:
                          help="print the JSON document (schema: docs/report-json.md)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..report import main
+        from ..reporters.report import main
         return main(args.run, args.json)
 
 

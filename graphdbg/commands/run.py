@@ -6,8 +6,8 @@ import argparse
 import re
 import sys
 
-from ..errors import GraphdbgError
-from ..options import VALUE_TIERS
+from ..core.errors import GraphdbgError
+from ..core.options import VALUE_TIERS
 from . import UsageError
 
 # options of `graphdbg run` that take a value (the argv split must skip it)
@@ -138,7 +138,7 @@ class RunCommand:
         if args.compare_memory is not None and not args.compare_memory > 0:
             raise UsageError(f"--compare-memory: needs a positive number of MiB, not "
                              f"{args.compare_memory:g} (--no-compare turns the check off)")
-        from ..options import CaptureOptions
+        from ..core.options import CaptureOptions
         from ..runner import run_program
         options = CaptureOptions(
             values=args.values, eager=args.eager, kernel_times=args.kernel_times, max_ops=args.max_ops, keep=args.keep,

@@ -6,13 +6,13 @@ import argparse
 import os
 import sys
 
-from ..errors import GraphdbgError
+from ..core.errors import GraphdbgError
 
 
 def resolve_run(path: str | None) -> str:
     """A run file from what the user gave: a file, a directory (its newest
     run), or nothing (the newest run here). One-line errors otherwise."""
-    from ..report import newest_run
+    from ..reporters.report import newest_run
     if path is None:
         return newest_run(".")
     if os.path.isdir(path):
@@ -25,7 +25,7 @@ def resolve_run(path: str | None) -> str:
 def check_runs(paths: list[str]) -> None:
     """Open and close each run once, so that a corrupt, foreign or newer file
     is a one-line error before any terminal is taken over."""
-    from ..query import Run
+    from ..runfile.query import Run
     for path in paths:
         Run(path).close()
 
@@ -35,7 +35,7 @@ def open_ui(paths: list[str]) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise GraphdbgError("the terminal UI needs a terminal (stdin and stdout are not "
                             "both one); `graphdbg report` prints the same findings")
-    from ..tui.app import run_tui
+    from graphdbg.tui.views.app import run_tui
     return run_tui(paths)
 
 

@@ -1,0 +1,413 @@
+"""Compiled-side recorder: sees every Dynamo graph on its way to the backend.
+
+Every backend that Dynamo uses (a string name, a callable, inductor with
+``mode=``/``options=``, a stance's backend, ``torch._dynamo.optimize``) is
+wrapped by ``torch._dynamo.eval_frame.get_compiler_fn`` in a
+``WrapBackendDebug``. Hooking its ``__call__`` records each graph without
+changing any object Dynamo compares or guards on, so the program compiles the
+same graphs as without graphdbg.
+
+The compiled callable is wrapped to time its calls, summarise its outputs and
+keep the eager recorder off while it runs.
+
+A module (or function) compiled whole whose code lives in torch --
+``torch.compile(nn.Sequential(...))`` -- reaches the backend as torch's own
+frame (``inner`` in torch/_dynamo/external_utils.py, ``_call_impl`` for
+``module.compile()``). Such a graph is named after the module's class, at the
+line of the user's ``torch.compile(...)`` call when the session saw it made
+(``Sequential (torch.compile)``), else at the user's call that compiled it
+(``Sequential (called)``); see `whole_compile_name`.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import os
+import re
+import sys
+import time
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch._dynamo.repro.after_dynamo import WrapBackendDebug
+
+from graphdbg.runfile.writer import dumps
+from graphdbg.core.sourcemap import in_library, is_internal
+
+from . import creation, tensorstats
+from ..check import lint
+from ..context import CaptureContext
+from ..check.divergence import DivergenceChecker
+from ..findings.writer import Findings
+from ..findings.frames import generated_method, node_source, node_target
+from .tensors import TensorKeeper
+
+_perf_ns = time.perf_counter_ns
+
+
+def _describe_value(value: Any) -> tuple[list, list]:
+    shapes, dtypes = [], []
+    for v in tensorstats.flat_tensors(value):
+        s, d = tensorstats.describe(v)
+        shapes.append(s)
+        dtypes.append(d)
+    if not shapes and isinstance(value, torch.SymInt):
+        return [str(value)], ["SymInt"]
+    return shapes, dtypes
+
+
+def _arg_text(node: torch.fx.Node) -> str:
+    text = ", ".join([*(repr(a) if not isinstance(a, torch.fx.Node) else a.name for a in node.args),
+                      *(f"{k}={v.name if isinstance(v, torch.fx.Node) else repr(v)}"
+                        for k, v in node.kwargs.items())])
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _fingerprint(gm) -> tuple:
+    """Changes when a pass adds, removes or rewires nodes."""
+    return tuple((id(n), n.target, tuple(id(a) for a in n.all_input_nodes)) for n in gm.graph.nodes)
+
+
+_OBJECT_REPR = re.compile(r"^<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>$")
+
+
+def _backend_name(wrapper) -> str:
+    """The backend's name: torch's (``inductor``), a function's, or for a
+    callable object its class (torch names it by its repr, with an address)."""
+    name = str(getattr(wrapper, "_compiler_name", None) or getattr(wrapper, "__name__", None))
+    m = _OBJECT_REPR.match(name)
+    return m.group(1) if m else name
+
+
+_OPTIMIZED_CALL = None
+
+
+def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
+    """(name, user line, module or function) of the graph Dynamo is compiling
+    now, when the frame it traced is torch's own (a module or function
+    compiled whole): the class (or function) name, and the user's
+    ``torch.compile(...)`` line when the session saw it (``Sequential
+    (torch.compile)``), else the user's call that compiled it (``Sequential
+    (called)``). A library's frame is named so only when it is a module
+    compiled whole (a transformers model's forward runs in its ``wrapper``
+    decorator: ``GPT2LMHeadModel (torch.compile)``, not ``wrapper``). None
+    for the user's own frames."""
+    global _OPTIMIZED_CALL
+    from torch._dynamo.symbolic_convert import tls
+    tx = getattr(tls, "current_tx", None)
+    code = getattr(tx, "f_code", None)
+    if code is None:
+        return None
+    if code.co_filename == "<string>":  # exec'd (not a notebook cell's "<ipython-input-…>")
+        owner = (getattr(tx, "f_locals", None) or {}).get("self")
+        site = generated_method(owner, code)
+        return (site.function, tuple(site), owner) if site is not None else None
+    # a library's frame (transformers' forward `wrapper` decorator) is named
+    # after the module only when it is the module compiled whole
+    library = not is_internal(code.co_filename) and in_library(code.co_filename)
+    if not is_internal(code.co_filename) and not library:
+        return None
+    f_locals = getattr(tx, "f_locals", None) or {}
+    # torch's `inner(*args)` compiles `fn`; a library's forward decorator wraps `self`'s
+    root = f_locals.get("self") if library else f_locals.get("fn", f_locals.get("self"))
+    if root is None:
+        return None  # torch's own code (compiled autograd...): nothing of the user's to name
+    if library and not isinstance(root, torch.nn.Module):
+        return None
+    if isinstance(root, torch.nn.Module):
+        name = type(root).__name__
+    else:
+        name = getattr(root, "__qualname__", None) or getattr(root, "__name__", None) \
+            or type(root).__name__
+    if _OPTIMIZED_CALL is None:
+        from torch._dynamo.eval_frame import OptimizedModule
+        _OPTIMIZED_CALL = OptimizedModule.__call__.__code__
+    called = None
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is _OPTIMIZED_CALL:
+            opt = f.f_locals.get("self")
+            site = creation.module_site(opt) if getattr(opt, "_orig_mod", None) is root else None
+            if site is not None:
+                return f"{name} (torch.compile)", site, root
+            if library:
+                return None
+        elif library and f.f_code is not code and in_library(f.f_code.co_filename):
+            pass  # the library's own frames around the call
+        elif not is_internal(f.f_code.co_filename):
+            if library:
+                return None  # a library function the user's code compiled: its own name
+            called = (os.path.abspath(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
+            break
+        f = f.f_back
+    if called is None:
+        return None
+    return f"{name} (called)", called, root
+
+
+def _real_forward(fn: Callable) -> Callable:
+    """What Dynamo itself keeps of a backend's result (``OutputGraph``'s
+    compile, 2.13-2.15): a ``_LazyGraphModule``'s ``_lazy_forward`` (a backend
+    that returns ``gm.forward``) is recompiled at once and replaced by the real
+    ``forward``, so the lazy method is freed. Our wrapper stands in front of
+    it, so Dynamo no longer sees it: do the same here, or it would live as
+    long as the compiled code (PyTorch's test_drop_cache_on_skip)."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+    lazy = getattr(fn, "__self__", None)
+    if isinstance(lazy, _LazyGraphModule) and getattr(fn, "__name__", None) == "_lazy_forward":
+        _LazyGraphModule.force_recompile(lazy)
+        return lazy.forward
+    return fn
+
+
+STATS_FIRST_CALLS = 8     # every compiled call's outputs summarised up to here,
+STATS_EVERY = 64          # then every 64th: statistics cost more than a small graph's call
+
+
+def summarized_call(call_idx: int) -> bool:
+    """Whether a compiled call's output statistics are recorded (its time and
+    output shapes always are)."""
+    return call_idx < STATS_FIRST_CALLS or call_idx % STATS_EVERY == 0
+
+
+class BackendRecorder:
+    def __init__(self, ctx: CaptureContext, findings: Findings, keeper: TensorKeeper) -> None:
+        self.ctx = ctx
+        self.findings = findings
+        self.keeper = keeper
+        self.checkers: dict[int, Any] = {}   # graph id -> DivergenceChecker
+        self._orig: Callable | None = None
+
+    def install(self) -> None:
+        orig = WrapBackendDebug.__call__
+        self._orig = orig
+        recorder = self
+
+        @functools.wraps(orig)
+        def __call__(wrapper, gm, example_inputs, **kwargs):
+            return recorder.compile(orig, wrapper, gm, example_inputs, kwargs)
+
+        __call__._graphdbg_hook = True
+        WrapBackendDebug.__call__ = __call__
+
+    def finish_checks(self) -> None:
+        """Gradient checks still pending at the end (graphs not called again),
+        on the checked calls' own inputs."""
+        ctx = self.ctx
+        for checker in self.checkers.values():
+            if checker.pending_grads is not None:
+                with ctx.own_work():
+                    try:
+                        checker.pending_gradients()
+                    except Exception as exc:
+                        ctx.internal_error("gradient check", exc)
+
+    def uninstall(self) -> None:
+        self.checkers = {}
+        if self._orig is not None:
+            WrapBackendDebug.__call__ = self._orig
+            self._orig = None
+
+    # -- compile time ---------------------------------------------------------
+    def compile(self, orig, wrapper, gm, example_inputs, kwargs):
+        ctx = self.ctx
+        if not ctx.active:
+            return orig(wrapper, gm, example_inputs, **kwargs)
+        graph = ctx.new_graph()
+        graph_id = graph.id
+        try:
+            self._record_graph(graph, wrapper, gm, example_inputs)
+        except Exception as exc:
+            ctx.internal_error("graph recorder", exc)
+        checker = None
+        if ctx.options.compare:
+            try:
+                # the reference must be the graph as Dynamo made it: backends may
+                # rewrite the graph they are given
+                untouched = copy.deepcopy(gm)
+
+                def compile_user(g, inputs, _orig=orig, _w=wrapper, _kw=kwargs):
+                    return _orig(_w, g, inputs, **_kw)
+
+                checker = self.checkers[graph_id] = DivergenceChecker(
+                    ctx, self.findings, graph_id, untouched, compile_user, graph.backend or "")
+            except Exception as exc:
+                ctx.internal_error("graph checker", exc)
+        self._lint(graph_id, gm, example_inputs, "dynamo graph")
+        fingerprint = _fingerprint(gm)
+        ctx.progress.update(
+            f"graphdbg: compiling graph {graph_id} ({len(gm.graph.nodes)} nodes) with "
+            f"{_backend_name(wrapper)}")
+        t0 = time.perf_counter()
+        try:
+            compiled = orig(wrapper, gm, example_inputs, **kwargs)
+        except BaseException as exc:
+            graph.backend_time_s = time.perf_counter() - t0
+            ctx.writer.put_graph(graph_id, status="compile_error",
+                                 backend_time_s=graph.backend_time_s,
+                                 error=f"{type(exc).__name__}: {exc}"[:20000])
+            if isinstance(exc, Exception):
+                try:
+                    # a pass inside the backend may have broken the graph it was given
+                    check = None
+                    if _fingerprint(gm) != fingerprint:
+                        check = self._lint(graph_id, gm, example_inputs, "after backend passes")
+                    self.findings.backend_failure(graph_id, wrapper, exc, check, gm)
+                except Exception as inner:
+                    ctx.internal_error("compile-error mapper", inner)
+            raise
+        graph.backend_time_s = time.perf_counter() - t0
+        ctx.writer.put_graph(graph_id, status="compiled", backend_time_s=graph.backend_time_s)
+        if _fingerprint(gm) != fingerprint and any(creation.created_at(n) for n in gm.graph.nodes):
+            # the user's own pass rewrote the graph and the backend took it
+            self._lint(graph_id, gm, example_inputs, "after backend passes")
+        return self._wrap_compiled(compiled, graph_id, checker)
+
+    def _lint(self, graph_id: int, gm, example_inputs, stage: str):
+        """Malformed-graph check (fake tensors only), recorded as findings."""
+        ctx = self.ctx
+        if not ctx.options.check_graphs:
+            return None
+        with ctx.own_work():  # its fake ops and compiles are not the program's
+            try:
+                result = lint.lint_graph(
+                    gm, example_inputs, dangling="none" if stage == "dynamo graph" else "created")
+                self.findings.malformed_graph(graph_id, result, stage)
+                return result
+            except Exception as exc:
+                ctx.internal_error("graph check", exc)
+                return None
+
+    def _record_graph(self, graph, wrapper, gm: torch.fx.GraphModule,
+                      example_inputs: list) -> None:
+        w = self.ctx.writer
+        graph_id = graph.id
+        cid = torch._guards.CompileContext.current_compile_id()
+        graph.compile_id = str(cid) if cid is not None else None
+        graph.backend = _backend_name(wrapper)
+        named = whole_compile_name()
+        if named is not None and isinstance(named[2], torch.nn.Module):
+            creation.compiled_whole(named[2], named[1])  # before its nodes are placed
+        n_ops = 0
+        for idx, node in enumerate(gm.graph.nodes):
+            if node.op in ("call_function", "call_method", "call_module"):
+                n_ops += 1
+            value = node.meta.get("example_value", node.meta.get("val"))
+            shapes, dtypes = _describe_value(value)
+            user_id, stack, mpath, mcls = node_source(w, node)
+            if user_id is not None:
+                graph.node_frames[node.name] = user_id
+            w.add("nodes", (graph_id, idx, node.name, node.op, node_target(node, gm),
+                            dumps(shapes), dumps(dtypes), user_id, stack, mpath, mcls,
+                            _arg_text(node)))
+        try:
+            # not gm.code: on a lazy GraphModule (Dynamo's) that installs the real
+            # forward before the backend sees it, which changes what Dynamo keeps
+            code = gm.graph.python_code(root_module="self").src
+        except Exception:
+            code = None
+        w.put_graph(graph_id, compile_id=graph.compile_id, backend=graph.backend,
+                    n_nodes=len(gm.graph.nodes), n_ops=n_ops, n_inputs=len(example_inputs),
+                    status="compiling", graph_code=code, created_seq=self.ctx.next_seq())
+        if named is not None:
+            name, site, _ = named
+            graph.code_name, graph.code_file, graph.code_line = name, site[0], site[1]
+            w.put_graph(graph_id, code_name=name, code_file=site[0], code_line=site[1],
+                        user_frame=w.frame_id(*site))
+
+    # -- run time ---------------------------------------------------------------
+    def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:
+        fn = _real_forward(fn)
+        counter = itertools.count()
+        # Weakly: Dynamo may keep the wrapper (its __compiled_fn globals stay in
+        # the program's module after a reset) long after the session ended; it
+        # must not keep the session's recorder, checkers and writer alive too.
+        recorder = weakref.ref(self)
+        if checker is not None:
+            self.checkers[graph_id] = checker
+
+        # Pass-through wrapper: whatever calling convention the compiled
+        # callable has (plain or boxed), its caller keeps using it.
+        def compiled_graph(*args, **kwargs):
+            r = recorder()
+            if r is None:
+                return fn(*args, **kwargs)
+            return r._run(fn, graph_id, counter, args, kwargs, r.checkers.get(graph_id))
+
+        if hasattr(fn, "_boxed_call"):
+            compiled_graph._boxed_call = fn._boxed_call
+        compiled_graph._graphdbg_graph_id = graph_id
+        compiled_graph._graphdbg_inner = fn
+        return compiled_graph
+
+    def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict,
+             checker=None):
+        ctx = self.ctx
+        with ctx.compiled_code():
+            call_idx = next(counter)
+            snapshot = None
+            if checker is not None and checker.pending_grads is not None and ctx.active:
+                with ctx.own_work():
+                    try:
+                        checker.pending_gradients(call_idx, args)
+                    except Exception as exc:
+                        ctx.internal_error("gradient check", exc)
+            if checker is not None and ctx.active and checker.wants(call_idx):
+                try:
+                    snapshot = checker.before_call(args)
+                except Exception as exc:
+                    ctx.internal_error("eager check", exc)
+            t0 = _perf_ns()
+            try:
+                out = fn(*args, **kwargs)
+            except Exception as exc:
+                if checker is not None:
+                    with ctx.own_work():
+                        try:
+                            checker.locate_failure(call_idx, args, exc)
+                        except Exception as inner:
+                            ctx.internal_error("runtime-error mapper", inner)
+                raise
+            dt = _perf_ns() - t0
+            try:  # still inside: the summaries' own ops are not eager work
+                self._record_call(graph_id, call_idx, dt, out)
+            except Exception as exc:
+                ctx.internal_error("call recorder", exc)
+            if snapshot is not None:
+                with ctx.own_work():
+                    try:
+                        checker.after_call(call_idx, snapshot, args, out, fn)
+                    except Exception as exc:
+                        ctx.internal_error("eager check", exc)
+        if ctx.call_listener is not None:
+            try:
+                ctx.call_listener(graph_id)
+            except Exception as exc:
+                ctx.internal_error("call listener", exc)
+        return out
+
+    def _record_call(self, graph_id: int, call_idx: int, wall_ns: int, out: Any) -> None:
+        ctx = self.ctx
+        if not ctx.active:
+            return
+        values = ctx.options.values
+        tensors = tensorstats.flat_tensors(out)
+        if values == "none" or not summarized_call(call_idx):
+            # steady state: every call's time and output shapes, statistics sampled
+            text = "[" + ",".join(['{"shape":%s,"dtype":%s,"stats":null}' % tensorstats.describe_json(t)[:2]
+                                   for t in tensors]) + "]"
+            ctx.writer.add("calls", (ctx.next_seq(), graph_id, call_idx, wall_ns, text))
+            return
+        outputs = []
+        for t in tensors:
+            shape, dtype = tensorstats.describe(t)
+            outputs.append({"shape": shape, "dtype": dtype,
+                            "stats": tensorstats.summarize(t, values)})
+        seq = ctx.next_seq()
+        ctx.writer.add("calls", (seq, graph_id, call_idx, wall_ns, dumps(outputs)))
+        if values == "full" and call_idx < 4:
+            self.keeper.keep(f"call:{seq}", tensors,
+                             f"{ctx.graphs[graph_id].code_name or ''} graph {graph_id}")

@@ -1,0 +1,197 @@
+"""Eager-side recorder: one row per aten op that runs eagerly.
+
+A TorchDispatchMode sees every aten op below autograd. Two rules keep it an
+observer:
+
+- ``ignore_compile_internals() -> True``: Dynamo does not fall back to eager
+  because of this mode, and compiles with it switched off. (A default mode on
+  the stack makes torch.compile silently run eager.)
+- It is popped while a compiled graph runs (see ``backend.py``) and passes
+  through the ops of a compiled backward, so compiled work is never recorded as
+  eager work.
+
+Backward ops are tied to the forward line that created their autograd node via
+autograd sequence numbers: the op that takes sequence number N in the forward
+creates the node whose ``_sequence_nr()`` is N.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import compat
+from . import tensorstats
+from ..context import CaptureContext
+from ..findings.frames import ModuleNames, StackWalker
+from .tensors import TensorKeeper
+
+_current_node = torch._C._current_autograd_node
+_sequence_nr = torch._C._autograd._get_sequence_nr
+_perf_ns = time.perf_counter_ns
+_fake_mode_set = torch._C._get_dispatch_mode
+_HigherOrderOperator = torch._ops.HigherOrderOperator
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
+_getframe = sys._getframe
+_Tensor = torch.Tensor
+_describe_json = tensorstats.describe_json
+_summarize = tensorstats.summarize
+_stats_json = tensorstats.stats_json
+_OpOverload = torch._ops.OpOverload
+# OpOverload.__call__ is `return self._op(*args, **kwargs)`: call _op directly
+# (one Python frame less per op, and out of the timed region) while it still is
+_PLAIN_OP_CALL = _OpOverload.__call__.__code__.co_names == ("_op",)
+
+# Ops that only shuffle metadata; recorded, but no value summary (it would
+# repeat the summary of their input).
+_NO_STATS = {"aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
+             "aten.new_empty.default", "aten.new_empty_strided.default",  # uninitialised memory
+             "aten.detach.default", "aten.view.default", "aten._unsafe_view.default",
+             "aten.t.default", "aten.transpose.int", "aten.expand.default",
+             "aten.alias.default", "aten.permute.default", "aten.unsqueeze.default",
+             "aten.squeeze.dim", "aten.reshape.default", "aten.slice.Tensor",
+             "aten.select.int", "aten.as_strided.default", "aten._to_copy.default_meta"}
+
+
+class EagerRecorder(TorchDispatchMode):
+    """Records eager aten ops into the session's run file.
+
+    Runs once per eager op, so the per-op work is cached where it can be:
+    op names by op, stack/frame ids by the tuple of user frames, module
+    paths by module, and shape/dtype JSON by (shape, dtype)."""
+
+    # Without this, any higher-order op (torch.cond, checkpoint, a compiled
+    # backward that contains one) raises under the mode: they pass through.
+    supports_higher_order_operators = True
+
+    def __init__(self, ctx: CaptureContext, keeper: TensorKeeper) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.keeper = keeper
+        self.writer = ctx.writer
+        self.tier = ctx.options.values
+        self.max_rows = ctx.options.max_ops
+        self.rows = 0
+        self.modules = ModuleNames()
+        self.walker = StackWalker()
+        self._fwd_stack: dict[int, tuple[int | None, int | None, str | None, str | None]] = {}
+        self._stacks: dict[tuple, tuple[int | None, int | None]] = {}
+        self._ops: dict[int, tuple[Any, str, bool, Any]] = {}
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
+    # wrapped in torch._dynamo.disable below (_disable_dynamo_on_dispatch)
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if (self.ctx.eager_paused or _fake_mode_set(_FAKE) is not None
+                or type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)):
+            # compiled work, tracing on fake tensors (torch.export, a graph
+            # check), or a higher-order op (run whole): not recorded as eager ops
+            return func(*args, **kwargs)
+        node = _current_node()
+        if node is not None and node.name().startswith("CompiledFunction"):
+            # a compiled graph's backward: compiled work, not eager work
+            return func(*args, **kwargs)
+        info = self._ops.get(id(func))
+        if info is None or info[0] is not func:
+            try:
+                info = self._op_info(func)
+            except Exception as exc:  # never break the user's program
+                self.ctx.internal_error("eager recorder", exc)
+                return func(*args, **kwargs)
+        t0 = _perf_ns()
+        out = info[3](*args, **kwargs)
+        dt = _perf_ns() - t0
+        try:
+            self._record(info, out, dt, node)
+        except Exception as exc:  # never break the user's program
+            self.ctx.internal_error("eager recorder", exc)
+        return out
+
+    def _op_info(self, func) -> tuple[Any, str, bool, Any]:
+        """(op, name, summarise values?, what to call). Holds the op, so its
+        id stays unique while cached."""
+        name = str(func)
+        call = func._op if type(func) is _OpOverload and _PLAIN_OP_CALL else func
+        info = (func, name, name not in _NO_STATS, call)
+        self._ops[id(func)] = info
+        return info
+
+    def _record(self, info: tuple, out, dt: int, node) -> None:
+        w = self.writer
+        name = info[1]
+        if node is None:
+            # from the Dynamo-disable wrapper outwards (internal frames are skipped)
+            frames, inner, stepping = self.walker.walk(_getframe(2))
+            phase = "optimizer" if stepping else "forward"
+            hit = self._stacks.get(frames)
+            if hit is None:
+                outer_first = frames[::-1]
+                hit = self._stacks[frames] = (
+                    w.stack_id(outer_first),
+                    w.frame_id(*outer_first[-1]) if outer_first else None)
+            stack, user = hit
+            if inner is None:
+                mpath = mcls = None
+            else:
+                named = self.modules.lookup(inner)
+                if named is None:
+                    named = self.modules.path(self.walker.modules(_getframe(2)))
+                mpath, mcls = named
+            seq = _sequence_nr() - 1
+            # first writer wins: the op that took this sequence number made the node
+            if seq >= 0:
+                fwd = self._fwd_stack
+                if seq not in fwd:
+                    if len(fwd) > 1_000_000:
+                        fwd.clear()
+                    fwd[seq] = (user, stack, mpath, mcls)
+        else:
+            phase = "backward"
+            user, stack, mpath, mcls = self._fwd_stack.get(
+                node._sequence_nr(), (None, None, None, None))
+        w.add_op_summary(name, phase, user, mpath, dt)
+        if self.rows >= self.max_rows:
+            self.ctx.drop_op()
+            return
+        self.rows += 1
+        tier = self.tier
+        want_stats = info[2] and tier != "none"
+        if isinstance(out, _Tensor):
+            tensors = [out]
+            described = _describe_json(out)
+            shapes = described[2]
+            dtypes = described[3]
+            stats = _stats_json([_summarize(out, tier)]) if want_stats else None
+        else:
+            tensors = tensorstats.flat_tensors(out)
+            described = [_describe_json(t) for t in tensors]
+            shapes = "[" + ",".join([d[0] for d in described]) + "]"
+            dtypes = "[" + ",".join([d[1] for d in described]) + "]"
+            stats = _stats_json([_summarize(t, tier) for t in tensors]) if want_stats else None
+        seq_no = self.ctx.next_seq()
+        w.add("ops", (seq_no, name, phase, shapes, dtypes, stats, dt, user, stack, mpath, mcls))
+        if tier == "full":
+            self.keeper.keep(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
+
+
+def _disable_dynamo_on_dispatch() -> None:
+    """Dynamo must never trace the mode. TorchDispatchMode.__init_subclass__
+    wraps ``__torch_dispatch__`` in a lazy shim (``torch._disable_dynamo``)
+    that builds ``torch._dynamo.disable(fn, recursive=True, wrapping=False)``
+    on first call and then calls through it; build that same wrapper up front
+    and install it directly, saving the shim's Python frame on every op."""
+    fn = EagerRecorder.__dict__["__torch_dispatch__"]
+    fn = getattr(fn, "__wrapped__", fn)
+    EagerRecorder.__torch_dispatch__ = compat.dynamo_disable(fn)
+
+
+_disable_dynamo_on_dispatch()

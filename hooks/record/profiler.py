@@ -1,0 +1,134 @@
+"""`graphdbg run --profile`: torch.profiler traces of the program.
+
+The traces are written with TensorBoard's trace handler layout into
+`<run>.profile/` (`<host>_<pid>.<time>.pt.trace.json`): open them in
+Perfetto (ui.perfetto.dev) or in TensorBoard with torch-tb-profiler
+(`graphdbg[tensorboard]`). A schedule keeps long runs bounded: a step is an
+optimizer step, or, in a program that steps no optimizer, a call of its
+first compiled graph (one iteration of a compiled loop). A program with
+neither is recorded whole when the schedule records from its first step
+(`--profile-steps 0,0,N,1`); with the default schedule it yields no trace,
+and graphdbg says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+from ..context import CaptureContext
+
+DEFAULT_STEPS = (1, 1, 3, 1)   # wait, warmup, active, repeat (torch.profiler.schedule)
+
+
+def profile_dir(run_file: str) -> str:
+    return run_file.removesuffix(".run") + ".profile"
+
+
+class ProfileRecorder:
+    """torch.profiler around the program, stepped by its optimizer or its
+    first compiled graph."""
+
+    def __init__(self, ctx: CaptureContext, out_dir: str,
+                 steps: tuple[int, int, int, int] = DEFAULT_STEPS) -> None:
+        self.ctx = ctx
+        self.out_dir = out_dir
+        self.steps = steps
+        self.taken = 0
+        self._optimizer_steps = False
+        self._first_graph: int | None = None
+        self._prof = None
+        self._hook = None
+
+    def start(self) -> None:
+        wait, warmup, active, repeat = self.steps
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(
+            activities=activities,
+            schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
+            on_trace_ready=self._trace_ready,
+            record_shapes=True, with_stack=True)
+        self._prof.start()
+        self._hook = register_optimizer_step_post_hook(self._optimizer_step)
+        self.ctx.call_listener = self._compiled_call
+
+    def _trace_ready(self, prof) -> None:
+        before = set(os.listdir(self.out_dir)) if os.path.isdir(self.out_dir) else set()
+        tensorboard_trace_handler(
+            self.out_dir, worker_name=f"{socket.gethostname()}_{os.getpid()}")(prof)
+        for f in sorted(set(os.listdir(self.out_dir)) - before):
+            if f.endswith(".pt.trace.json"):
+                repair_trace(os.path.join(self.out_dir, f))
+
+    def _optimizer_step(self, *_args) -> None:
+        self._optimizer_steps = True
+        self._step()
+
+    def _compiled_call(self, graph_id: int) -> None:
+        if self._first_graph is None:
+            self._first_graph = graph_id
+        if not self._optimizer_steps and graph_id == self._first_graph:
+            self._step()
+
+    def _step(self) -> None:
+        if self._prof is not None:
+            self.taken += 1
+            self._prof.step()
+
+    def stop(self) -> list[str]:
+        """Stop profiling; the trace files written (none: nothing was recorded)."""
+        self.ctx.call_listener = None
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.stop()   # a cycle still recording is written now
+        if not os.path.isdir(self.out_dir):
+            return []
+        return sorted(os.path.join(self.out_dir, f) for f in os.listdir(self.out_dir)
+                      if f.endswith(".pt.trace.json"))
+
+
+_STRING_FIELD = re.compile(r'^(\s*"[^"]+": ")(.*)("(?:,)?)$')
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
+
+
+def repair_trace(path: str) -> bool:
+    """Make a trace that torch wrote as invalid JSON readable: torch 2.13's
+    kineto writes some Python tracer names unescaped (``"name":
+    "torch/profiler/_cupti_monitor.py(0): "float32"",`` seen here), which
+    TensorBoard, Perfetto and json.load refuse. Each string field that is not
+    valid JSON has its bare quotes escaped. True when the file is (now) valid."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        pass
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _STRING_FIELD.match(line)
+        if m is None:
+            continue
+        try:
+            json.loads(f'"{m[2]}"')
+        except ValueError:
+            lines[i] = m[1] + _UNESCAPED_QUOTE.sub(r'\\"', m[2]) + m[3]
+    fixed = "\n".join(lines)
+    try:
+        json.loads(fixed)
+    except ValueError:
+        return False
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(fixed)
+    return True
