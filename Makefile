@@ -24,9 +24,9 @@ demo: $(STAMP)
 	$(BIN)/graphdbg run -o showcase.run samples/showcase.py
 	$(BIN)/graphdbg report showcase.run
 
-# graphdbg's overheads against peers and plain runs, one table (about 10 minutes
-# here; benchmarks/bench.py --help: --quick and --only SECTION for development,
-# e.g. make bench BENCH_ARGS="--quick --only capture").
+# graphdbg's overheads against peers and plain runs, one table (README's
+# "Performance" says how long it takes; benchmarks/bench.py --help: --quick and
+# --only SECTION for development, e.g. make bench BENCH_ARGS="--quick --only capture").
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

@@ -61,16 +61,15 @@ def timed(fn, reps: int) -> float:
 def capture_session(path: str, tier: str, max_ops: int = 10_000_000):
     """A graphdbg capture session writing `path`, as `graphdbg run --values TIER`
     starts one; yields the session."""
-    from graphdbg.hooks import CaptureSession
+    from graphdbg.hooks import Session
     from graphdbg.core.options import CaptureOptions
-    from graphdbg.runfile.writer import RunWriter
 
-    session = CaptureSession(RunWriter(path), CaptureOptions(values=tier, max_ops=max_ops))
+    session = Session(path, CaptureOptions(values=tier, max_ops=max_ops))
     session.start()
     try:
         yield session
     finally:
-        session.stop(exit_status=0, status="complete")
+        session.stop()
 
 
 def measure(name: str, fn, tier: str, rounds: int, reps: int, warm: bool = False) -> dict:
@@ -80,7 +79,7 @@ def measure(name: str, fn, tier: str, rounds: int, reps: int, warm: bool = False
         for r in range(rounds):
             plain = timed(fn, reps)
             with capture_session(str(Path(tmp) / f"{name}{r}.run"), tier) as session:
-                mode = session.ctx.eager_mode
+                mode = session._ctx.eager_mode  # its rows: the ops it recorded
                 if warm:  # steady state: first-call interning and naming done
                     fn()
                     rows0 = mode.rows if mode is not None else 0

@@ -39,6 +39,7 @@ KINDS = (("graph_break", "warning"), ("recompile", "warning"), ("divergence", "e
 
 
 def build(path: Path, graphs: int, nodes: int, ops: int) -> None:
+    from graphdbg.runfile.records import CallRow, NodeRow, NodeTimeRow, NodeValueRow, OpRow
     from graphdbg.runfile.writer import RunWriter
     rng = random.Random(0)
     src = path.parent / "src"
@@ -65,27 +66,27 @@ def build(path: Path, graphs: int, nodes: int, ops: int) -> None:
                     status="compiled", graph_code=f"def forward(self, x):  # graph {g}\n    ...\n")
         for i in range(nodes):
             op = "placeholder" if i < 2 else "output" if i == nodes - 1 else "call_function"
-            w.add("nodes", (g, i, f"n{i}", op, "torch.relu", "[[64,256]]", '["float32"]',
-                            frames[(g * nodes + i) % len(frames)], stacks[i % len(stacks)],
-                            f"blocks.{i % 12}.mlp", "Linear", "x, w"))
-            w.add("node_times", (g, f"n{i}", rng.randrange(1_000, 2_000_000)))
+            w.add(NodeRow(g, i, f"n{i}", op, "torch.relu", "[[64,256]]", '["float32"]',
+                          frames[(g * nodes + i) % len(frames)], stacks[i % len(stacks)],
+                          f"blocks.{i % 12}.mlp", "Linear", "x, w"))
+            w.add(NodeTimeRow(g, f"n{i}", rng.randrange(1_000, 2_000_000)))
             # every node's value on the first checked call; a few differ
             status = ("first divergent" if i == nodes // 2 else "differs" if i > nodes // 2
                       and i % 50 == 0 else "ok")
             err = rng.random() * (1.0 if status != "ok" else 1e-6)
-            w.add("node_values", (g, 0, f"n{i}", status, "miscompile" if status != "ok" else None,
-                                  "intermediate outputs (aot)", err, err * 10, 1e-7, err,
-                                  stats[1:-1], stats[1:-1], stats[1:-1]))
+            w.add(NodeValueRow(g, 0, f"n{i}", status, "miscompile" if status != "ok" else None,
+                               "intermediate outputs (aot)", err, err * 10, 1e-7, err,
+                               stats[1:-1], stats[1:-1], stats[1:-1]))
         for c in range(20):
             seq += 1
-            w.add("calls", (seq, g, c, rng.randrange(100_000, 5_000_000),
-                            '[{"shape":[64,256],"dtype":"float32","stats":' + stats[1:-1] + "}]"))
+            w.add(CallRow(seq, g, c, rng.randrange(100_000, 5_000_000),
+                          '[{"shape":[64,256],"dtype":"float32","stats":' + stats[1:-1] + "}]"))
     for i in range(ops):
         seq += 1
         op, frame, ns = OPS[i % len(OPS)], frames[(i * 31) % len(frames)], rng.randrange(500, 90_000)
         phase = "backward" if i % 3 == 2 else "forward"
-        w.add("ops", (seq, op, phase, "[[64,256]]", '["float32"]', stats, ns, frame,
-                      stacks[i % len(stacks)], f"blocks.{i % 12}.mlp", "Linear"))
+        w.add(OpRow(seq, op, phase, "[[64,256]]", '["float32"]', stats, ns, frame,
+                    stacks[i % len(stacks)], f"blocks.{i % 12}.mlp", "Linear"))
         w.add_op_summary(op, phase, frame, f"blocks.{i % 12}.mlp", ns)
     for i in range(FINDINGS):
         kind, severity = KINDS[i % len(KINDS)]
@@ -149,13 +150,13 @@ def measure_report(path: str, traced: bool = False) -> dict:
     from rich.console import Console
 
     from graphdbg.runfile.query import Run
-    from graphdbg.reporters.report import document, render
+    from graphdbg.reporters.report import render
     before = _rss()
     if traced:
         tracemalloc.start()
     t = time.perf_counter()
     with open(os.devnull, "w") as null, Run(path) as run:
-        render(document(run, nodes=False), Console(file=null, width=120, highlight=False))
+        render(run, Console(file=null, width=120, highlight=False))
     elapsed = time.perf_counter() - t
     if traced:
         return {"python_peak": tracemalloc.get_traced_memory()[1]}
@@ -167,11 +168,11 @@ def measure_diff(path: str) -> dict:
     from graphdbg.reporters.diff import diff_runs
     before = _rss()
     t = time.perf_counter()
-    doc = diff_runs(path, path)
+    diff = diff_runs(path, path)
     elapsed = time.perf_counter() - t
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"seconds": elapsed, "rss_growth": max(0, peak_rss - before),
-            "aligned": doc["aligned_ops"]}
+            "aligned": diff.aligned_ops}
 
 
 def child(what: str, path: Path) -> dict:

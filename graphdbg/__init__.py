@@ -51,16 +51,10 @@ class capture:
         self._session = None
 
     def __enter__(self) -> "capture":
-        from graphdbg.hooks import CaptureSession
-        from .runfile.writer import RunWriter
-        writer = RunWriter(self.path)
-        writer.set_meta(argv=["<capture>"], module=False, graphdbg=__version__)
-        self._session = CaptureSession(writer, self.options)
+        from graphdbg.hooks import Session
+        self._session = Session(self.path, self.options, argv=["<capture>"])
         self._session.start()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc is not None:
-            self._session.runtime_error(exc)
-        self._session.stop(exit_status=0 if exc is None else 1,
-                           status="complete" if exc is None else "failed")
+        self._session.__exit__(exc_type, exc, tb)

@@ -9,36 +9,46 @@ from __future__ import annotations
 
 import os
 import tempfile
+from functools import cached_property
 from typing import Any, Callable
+
+from .runfile.query import Finding, Run
 
 
 class CompareReport:
-    """Findings of `graphdbg.compare`, read back from its run file."""
+    """Findings of `graphdbg.compare`, read back from its run file as typed
+    records (`graphdbg.runfile.query.Finding` and `Graph`; no nodes)."""
 
     def __init__(self, run_file: str, output: Any) -> None:
-        from .reporters.report import document
         self.run_file = run_file
         self.output = output
-        self.document = document(run_file)  # opens the run file, reads it, closes it
-        self.diagnostics = self.document["diagnostics"]
-        self.graphs = self.document["graphs"]
+        with Run(run_file) as run:
+            self.diagnostics = run.findings()
+            self.graphs = run.graphs()
+
+    @cached_property
+    def document(self) -> dict:
+        """The `graphdbg report --json` document, read when first asked for
+        (it holds every node of every graph)."""
+        from .reporters.json import document
+        return document(self.run_file)
 
     @property
-    def divergences(self) -> list[dict]:
-        return [d for d in self.diagnostics if d["kind"] == "divergence"]
+    def divergences(self) -> list[Finding]:
+        return [d for d in self.diagnostics if d.kind == "divergence"]
 
     @property
-    def graph_breaks(self) -> list[dict]:
-        return [d for d in self.diagnostics if d["kind"] == "graph_break"]
+    def graph_breaks(self) -> list[Finding]:
+        return [d for d in self.diagnostics if d.kind == "graph_break"]
 
-    def _lines(self, items: list[dict]) -> str:
-        return "\n".join(f"  {d['kind']} {d['file']}:{d['line']}: {d['message']}"
-                         + (f"\n      {d['code']}" if d.get("code") else "") for d in items)
+    def _lines(self, items: list[Finding]) -> str:
+        return "\n".join(f"  {d.kind} {d.file}:{d.line}: {d.message}"
+                         + (f"\n      {d.code}" if d.code else "") for d in items)
 
     def assert_close(self) -> None:
         """Fail if compiled parts from eager anywhere beyond legitimate precision
         differences (miscompiles; random-stream and precision notes pass)."""
-        bad = [d for d in self.divergences if d["severity"] == "error"]
+        bad = [d for d in self.divergences if d.severity == "error"]
         if bad:
             raise AssertionError("compiled differs from eager:\n" + self._lines(bad))
 
@@ -66,9 +76,8 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
     import torch
     from torch._dynamo.backends.registry import lookup_backend
 
-    from graphdbg.hooks import CaptureSession
+    from graphdbg.hooks import Session
     from .core.options import CaptureOptions
-    from .runfile.writer import RunWriter
 
     inner = lookup_backend(backend) if isinstance(backend, str) else backend
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")
@@ -82,16 +91,9 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
         os.close(fd)
     options = CaptureOptions(eager=False, compare=True, compare_first=1, rtol=rtol, atol=atol,
                              localize=localize)
-    session = CaptureSession(RunWriter(run_file), options)
-    session.writer.set_meta(argv=["<graphdbg.compare>"], module=False)
-    session.start()
-    status = "failed"
-    try:
+    with Session(run_file, options, argv=["<graphdbg.compare>"]):
         compiled = torch.compile(fn, backend=fresh_backend, **compile_kwargs)
         output = compiled(*inputs)
-        status = "complete"
-    finally:
-        session.stop(exit_status=0 if status == "complete" else 1, status=status)
     return CompareReport(run_file, output)
 
 
@@ -158,6 +160,5 @@ def check_graph(gm: Any, *example_inputs: Any) -> GraphCheckReport:
     result = lint_graph(gm, example_inputs)
     session = current()
     if session is not None:
-        with session.ctx.own_work():
-            session.findings.malformed_graph(None, result, "check_graph")
+        session.record_graph_check(result)
     return GraphCheckReport(result)

@@ -28,8 +28,11 @@ import json
 import os
 import re
 import shutil
+from dataclasses import dataclass
 
 import pytest
+
+from .core.options import flags, option
 
 MARKER_HELP = ("graphdbg(max_graph_breaks=0, max_recompiles=0, max_graphs=None, compare=True, "
                "rtol=None, atol=None, allow=[]): record the test's torch.compile activity and "
@@ -41,29 +44,36 @@ _LIMITS = pytest.StashKey()
 _STATE = pytest.StashKey()
 
 
-# (flag, ini name, ini type, ini default, argparse keywords, help): every flag has an ini twin
-OPTIONS = (
-    ("--graphdbg", "graphdbg", "bool", False, {"action": "store_true", "default": None},
-     ("record every test's torch.compile activity (graph breaks, recompiles, compile errors, "
-     "eager-vs-compiled divergences) and summarise it")),
-    ("--graphdbg-dir", "graphdbg_dir", "string", ".graphdbg", {"metavar": "DIR", "default": None},
-     ("where run files go (default .graphdbg under the root directory); kept for failing tests, "
-     "deleted for passing ones")),
-    ("--graphdbg-keep", "graphdbg_keep", "bool", False, {"action": "store_true", "default": None},
-     "keep the run files of passing tests too"),
-    ("--graphdbg-compare-first", "graphdbg_compare_first", "string", "1",
-     {"metavar": "N", "default": None, "type": int},
-     ("check each compiled graph against eager on its first N calls (0: no check; a marker's "
-     "compare=False turns it off for one test)")),
-)
+@dataclass(frozen=True)
+class PluginOptions:
+    """The plugin's options; each flag has an ini twin named as its field."""
+    graphdbg: bool = option(
+        False, "--graphdbg",
+        help="record every test's torch.compile activity (graph breaks, recompiles, compile "
+             "errors, eager-vs-compiled divergences) and summarise it")
+    graphdbg_dir: str = option(
+        ".graphdbg", "--graphdbg-dir", metavar="DIR",
+        help="where run files go (default .graphdbg under the root directory); kept for "
+             "failing tests, deleted for passing ones")
+    graphdbg_keep: bool = option(False, "--graphdbg-keep",
+                                 help="keep the run files of passing tests too")
+    graphdbg_compare_first: int = option(
+        1, "--graphdbg-compare-first", metavar="N",
+        help="check each compiled graph against eager on its first N calls (0: no check; a "
+             "marker's compare=False turns it off for one test)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("graphdbg", "graphdbg: torch.compile findings per test")
-    for flag, ini, kind, default, kwargs, help_text in OPTIONS:
-        group.addoption(flag, dest=ini, help=help_text, **kwargs)
-        parser.addini(ini, help=f"{help_text} (the ini twin of {flag})", type=kind,
-                      default=default)
+    for name, default, flag in flags(PluginOptions):
+        switch = isinstance(default, bool)
+        # default None: not given on the command line, so the ini twin decides
+        group.addoption(flag.name, dest=name, help=flag.help, default=None,
+                        **({"action": "store_true"} if switch else
+                           {"metavar": flag.metavar, "type": type(default)}))
+        parser.addini(name, help=f"{flag.help} (the ini twin of {flag.name})",
+                      type="bool" if switch else "string",
+                      default=default if switch else str(default))
 
 
 def _option(config: pytest.Config, name: str):

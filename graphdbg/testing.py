@@ -21,9 +21,9 @@ import re
 import unittest
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .core.format import code_part, short
+from .runfile.details import DivergenceDetail
 from .runfile.query import Finding, Run
 
 # what the marker and the session summary count; each is the sum of its
@@ -104,8 +104,8 @@ def _judged_close(f: Finding, rtol: float | None, atol: float | None) -> bool:
     """Whether a divergence is within explicit tolerances, judged on its
     recorded largest errors: close when the absolute error is within atol or
     the relative one within rtol (as allclose, element by element, at worst)."""
-    d = f.detail or {}
-    max_abs, max_rel = d.get("max_abs"), d.get("max_rel")
+    d = f.detail
+    max_abs, max_rel = (d.max_abs, d.max_rel) if isinstance(d, DivergenceDetail) else (None, None)
     if max_abs is None and max_rel is None:
         return False     # a shape/dtype difference, or non-finite errors
     return ((atol is not None and max_abs is not None and max_abs <= atol)
@@ -125,7 +125,8 @@ def divergences(findings: Iterable[Finding], rtol: float | None = None,
         if rtol is None and atol is None:
             if f.severity == "error":
                 out.append(f)
-        elif (f.detail or {}).get("classification") not in ("aliasing", "random") \
+        elif not (isinstance(f.detail, DivergenceDetail)
+                  and f.detail.classification in ("aliasing", "random")) \
                 and not _judged_close(f, rtol, atol):
             out.append(f)
     return out
@@ -169,27 +170,10 @@ def violations(run: Run, limits: Limits) -> list[Violation]:
 
 # -- the text of a failure ------------------------------------------------------------
 
-def _num(x: Any) -> str:
-    return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
-
-
 def _first_line(text: str | None, limit: int = 240) -> str:
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     line = re.split(r"\s{2,}#", line)[0]     # torch's guard text trails the source as a comment
     return line if len(line) <= limit else line[:limit - 1] + "…"
-
-
-def divergence_line(d: dict) -> str:
-    """A divergence's node, op, error and float64 verdict in one line."""
-    parts = [f"node {d.get('node')} ({d.get('target')})" if d.get("node") else "",
-             f"{d.get('classification')}",
-             f"max abs {_num(d.get('max_abs'))}, rel {_num(d.get('max_rel'))}"]
-    e, c = d.get("eager_vs_fp64"), d.get("compiled_vs_fp64")
-    if e is not None and c is not None:
-        verdict = ("compiled is further from float64" if c > e
-                   else "eager is further from float64" if e > c else "both as far from float64")
-        parts.append(f"vs float64: eager {_num(e)}, compiled {_num(c)} ({verdict})")
-    return "; ".join(p for p in parts if p)
 
 
 _RUNNER = re.compile(r"[/\\](_pytest|pluggy|xdist|execnet)[/\\]")
@@ -212,8 +196,8 @@ def finding_text(f: Finding) -> list[str]:
         out.append(f"  {f.line:>5} | {f.code}")
         out.append(f"  {'':>5}   {'^' * len(code_part(f.code))}")
     out.append(f"  {f.message}")
-    if f.kind == "divergence" and f.detail:
-        out.append(f"  {divergence_line(f.detail)}")
+    if isinstance(f.detail, DivergenceDetail):
+        out.append(f"  {f.detail.failure_line()}")
     reason = _first_line(f.reason)
     if reason and reason not in (f.message or ""):
         out.append(f"  torch: {reason}")
@@ -276,34 +260,18 @@ class Recorder:
     def start(self) -> None:
         import torch._dynamo
 
-        from graphdbg.hooks import CaptureSession
+        from graphdbg.hooks import Session
         from .core.options import CaptureOptions
-        from .runfile.writer import RunWriter
-        from .core.version import __version__
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         # the program's own eager ops are not recorded: a test asserts on
         # compiles, and a dispatch mode per op would slow every test down
         options = CaptureOptions(eager=False, compare=self.compare,
                                  compare_first=self.compare_first, rtol=self.rtol,
                                  atol=self.atol)
-        writer = RunWriter(self.path, durable=self.durable)
-        try:
-            writer.set_meta(argv=["pytest", self.nodeid], module=False, graphdbg=__version__)
-            torch._dynamo.reset()
-            session = CaptureSession(writer, options)
-            session.start()
-        except BaseException:
-            # nothing half made is left behind: no open file, no run that says "running"
-            try:
-                writer.close(status="failed")
-            except Exception:  # noqa: BLE001 - the first error is the one to tell
-                pass
-            for suffix in ("", "-journal"):
-                try:
-                    os.remove(self.path + suffix)
-                except OSError:
-                    pass
-            raise
+        torch._dynamo.reset()
+        session = Session(self.path, options, argv=["pytest", self.nodeid],
+                          durable=self.durable)
+        session.start()   # one that fails leaves no file behind
         self._session = session
         self.started = True
 
@@ -311,7 +279,9 @@ class Recorder:
         session, self._session = self._session, None
         if session is None:
             return
-        session.stop(exit_status=1 if failed else 0, status="failed" if failed else "complete")
+        if failed:
+            session.set_exit(1, "failed")
+        session.stop()
         import torch._dynamo
         # what was compiled under the recorder stays out of later tests
         torch._dynamo.reset()
@@ -325,8 +295,8 @@ class Recorder:
         if self._session is not None:
             # gradient checks wait for a graph's next call (memory): an
             # assertion now must see them
-            self._session.backend.finish_checks()
-            self._session.writer.flush()
+            self._session.finish_checks()
+            self._session.flush()
         if not self.started:
             raise RuntimeError("the graphdbg recorder has not started: it records a test from "
                                "its setup to the end of its call")

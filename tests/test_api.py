@@ -28,7 +28,8 @@ def test_compare_names_the_faulty_line(tmp_path):
     be = make_faulty_backend(by_target(torch.sigmoid), "swap_op", inner="aot_eager")
     report = graphdbg.compare(net, x, backend=be, run_file=str(tmp_path / "c.run"))
     (d,) = report.divergences
-    assert d["code"] == "h = torch.sigmoid(h) * h" and d["op"] == "torch.sigmoid"
+    assert d.code == "h = torch.sigmoid(h) * h" and d.op == "torch.sigmoid"
+    assert d.detail.target == "torch.sigmoid"  # typed records, as `graphdbg.open_run` reads them
     with pytest.raises(AssertionError, match="h = torch.sigmoid"):
         report.assert_close()
     report.assert_no_graph_breaks()

@@ -265,8 +265,8 @@ def scaled_tanh(x):
 
 @in_process
 def test_compile_time_by_phase_adds_up_to_what_the_program_waited(tmp_path):
-    # aot_eager: the breakdown's total is torch's own timer of the compile; the
-    # program's first call (compile and one tiny run) waits at least that long
+    # aot_eager: the breakdown's total is torch's own timer of the compile, which
+    # runs inside the program's first call (an order of events, not a speed)
     with graphdbg.capture(str(tmp_path / "x.run"), eager=False, compare=False):
         f = torch.compile(scaled_tanh, backend="aot_eager")
         t0 = time.perf_counter()
@@ -280,7 +280,7 @@ def test_compile_time_by_phase_adds_up_to_what_the_program_waited(tmp_path):
     assert (c.file, c.line) == (HERE, line_of(HERE, "scaled tanh") - 1)
     assert c.total_s == pytest.approx(g.compile_time_s)
     assert sum(c.phases.values()) == pytest.approx(c.total_s, rel=0.05)
-    assert c.total_s <= waited and c.total_s >= 0.5 * waited
+    assert 0 < c.total_s <= waited
     p = c.phases
     assert p["dynamo"] > 0 and p["backend"] > 0 and p["graphdbg"] > 0
     assert p["lowering"] == p["codegen"] == p["cpp"] == 0   # no inductor

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from graphdbg.runfile.query import Run
+from graphdbg.runfile.records import NodeRow, NodeValueRow, OpRow
 from graphdbg.runfile.writer import RunWriter
 
 N_NODES = 30          # nodes of graph 1; node 20 is the first divergent one
@@ -30,8 +31,8 @@ def write_graph_run(path: Path) -> str:
                 code_file="/p/model.py", code_line=5, status="compiled")
     for i in range(N_NODES):
         name = f"n{i}"
-        w.add("nodes", (1, i, name, "call_function", f"torch.op{i}", "[[4]]", '["float32"]',
-                        fid, None, None, None, None))
+        w.add(NodeRow(1, i, name, "call_function", f"torch.op{i}", "[[4]]", '["float32"]',
+                      fid, None, None, None, None))
         if i < FIRST:
             row = ("ok", None, "intermediate outputs (user)", 0.0, 0.0, 1e-9, 1e-9, _stats(i))
         elif i == FIRST:
@@ -43,12 +44,12 @@ def write_graph_run(path: Path) -> str:
         else:
             row = ("ok", None, "intermediate outputs (user)", 0.0, 0.0, 1e-9, 1e-9, _stats(i))
         status, kind, src, ma, mr, ef, cf, cstats = row
-        w.add("node_values", (1, 0, name, status, kind, src, ma, mr, ef, cf, _stats(i), cstats,
-                              _stats(i)))
+        w.add(NodeValueRow(1, 0, name, status, kind, src, ma, mr, ef, cf, _stats(i), cstats,
+                           _stats(i)))
         # call 3 was recorded too: there only n5 differs (no localised node)
         status = "differs" if i == 5 else "ok"
-        w.add("node_values", (1, 3, name, status, None, "output", 0.0, 0.0, 1e-9, 1e-9,
-                              _stats(i), _stats(i), _stats(i)))
+        w.add(NodeValueRow(1, 3, name, status, None, "output", 0.0, 0.0, 1e-9, 1e-9,
+                           _stats(i), _stats(i), _stats(i)))
     w.put_graph(2, compile_id="1/0", backend="inductor", code_name="g", status="compiled")
     w.close(status="complete")
     return str(path)
@@ -59,8 +60,8 @@ def write_ops_run(path: Path, ops: list[tuple]) -> str:
     w = RunWriter(str(path))
     for seq, (line, op, mean, t) in enumerate(ops):
         fid = w.frame_id("/p/prog.py", line, "main", f"line {line}")
-        w.add("ops", (seq, op, "forward", "[[4]]", '["float32"]', f"[{_stats(mean)}]", t, fid,
-                      None, None, None))
+        w.add(OpRow(seq, op, "forward", "[[4]]", '["float32"]', f"[{_stats(mean)}]", t, fid,
+                    None, None, None))
         w.add_op_summary(op, "forward", fid, None, t)
     w.close(status="complete")
     return str(path)
@@ -156,6 +157,7 @@ def test_runs_model_aligns_by_line_and_op_with_time_and_value_differences(tmp_pa
         assert rows["prog.py:13 aten.mul"]["status"] == "only in B"
         assert rows["prog.py:14 aten.sin"]["status"] == "count"
         add_row = next(r for r in m.rows if r.cells[1] == "aten.add")
+        assert (add_row.item.what, add_row.item.first_k, add_row.item.n_b) == ("values", 1, 2)
         assert m.detail(add_row) == [
             "aten.add (forward) at prog.py:11: values", "A: 2 ops, 1.0µs   B: 2 ops, 0.8µs   B-A -0.2µs",
             "first differing occurrence #1, largest relative difference " + add["max rel"]]

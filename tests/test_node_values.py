@@ -19,7 +19,8 @@ import faulty_backends
 import graphdbg
 from faulty_backends import Dropped, own_random_stream
 from graphdbg.runfile.query import NODE_VALUE_DIFFERING, Run
-from graphdbg.runfile.writer import COLUMNS, RunWriter
+from graphdbg.runfile.records import NodeRow, NodeValueRow
+from graphdbg.runfile.writer import RunWriter
 from graphdbg.runfile.schema import SCHEMA_VERSION
 
 HERE = __file__
@@ -158,8 +159,8 @@ def _write(path: Path) -> None:
     w = RunWriter(str(path))
     fid = w.frame_id("/p/model.py", 10, "forward", "y = f(x)")
     for i, name in enumerate(["a", "b", "c", "d"]):
-        w.add("nodes", (1, i + 1, name, "call_function", f"torch.{name}", "[[2]]", '["float32"]',
-                        fid, None, None, None, None))
+        w.add(NodeRow(1, i + 1, name, "call_function", f"torch.{name}", "[[2]]", '["float32"]',
+                      fid, None, None, None, None))
     stats = json.dumps({"shape": [2], "dtype": "float32", "min": 0.0, "max": 1.0, "mean": 0.5,
                         "std": 0.7, "norm": 1.0, "nan": 0, "inf": 0})
     rows = [(1, 0, "a", "ok", None, None, None, None, 1e-8, None, stats, None, stats),
@@ -171,8 +172,7 @@ def _write(path: Path) -> None:
              stats),
             (1, 2, "a", "ok", None, None, None, None, 1e-8, None, stats, None, stats)]
     for r in rows:
-        assert len(r) == len(COLUMNS["node_values"])
-        w.add("node_values", r)
+        w.add(NodeValueRow(*r))
     w.close(status="complete")
 
 
@@ -302,11 +302,11 @@ def test_pages_of_a_large_graph_cost_their_rows(tmp_path):
     stats = json.dumps({"shape": [4], "dtype": "float32", "min": 0.0, "max": 1.0, "mean": 0.5,
                         "std": 0.1, "norm": 1.0, "nan": 0, "inf": 0})
     for i in range(n):
-        w.add("nodes", (1, i, f"n{i}", "call_function", "t", "[[4]]", '["float32"]', None, None,
-                        None, None, None))
+        w.add(NodeRow(1, i, f"n{i}", "call_function", "t", "[[4]]", '["float32"]', None, None,
+                      None, None, None))
         status = "first divergent" if i == n - 5 else "differs" if i > n - 5 else "ok"
-        w.add("node_values", (1, 0, f"n{i}", status, None, None, 0.0, 0.0, 1e-9, None, stats,
-                              None, stats))
+        w.add(NodeValueRow(1, 0, f"n{i}", status, None, None, 0.0, 0.0, 1e-9, None, stats,
+                           None, stats))
     w.close(status="complete")
     with Run(str(tmp_path / "big.run")) as run:
         t0 = time.perf_counter()
@@ -335,10 +335,10 @@ def test_check_over_its_memory_budget_is_skipped_with_a_note(tmp_path):
         assert f.file == HERE and f.line == line_of(HERE, "deep forward")
         assert "not checked against eager" in f.message and "--compare-memory" in f.message
         assert "graphdbg.compare(" in f.hint
-        need = f.detail["need_bytes"]
+        need = f.detail.need_bytes
         # every compute node's float32 value is in the estimate (4 blocks of 8x16
         # activations, several values each)
-        assert need > 4 * 8 * 16 * 4 * 3 and f.detail["budget_bytes"] == 1024
+        assert need > 4 * 8 * 16 * 4 * 3 and f.detail.budget_bytes == 1024
         assert run.node_value_graphs() == [] and not run.query("SELECT * FROM node_times")
     # within the budget (the default: half the free memory) it is checked
     run_deep(tmp_path / "c.run", "aot_eager")

@@ -22,7 +22,7 @@ from faulty_backends import by_target, make_faulty_backend
 
 import graphdbg
 from conftest import line_of, report_doc
-from graphdbg.hooks.check.interpreter import RecordingInterpreter
+from graphdbg.hooks.check.interpreter import EagerReference
 from graphdbg.hooks.check.subgraphs import graph_with_outputs, mutates_inputs, written_node
 
 HERE = __file__
@@ -188,7 +188,7 @@ def test_recorded_values_are_as_each_node_ran():
     gm = _graph(read_after_write, x)
     writers = [n.name for n in gm.graph.nodes if written_node(n) is not None]
     assert writers == ["add_"] and mutates_inputs(gm)
-    rec = RecordingInterpreter(gm)
+    rec = EagerReference(gm)
     out = rec.run(x.clone())
     y_name = next(n.name for n in gm.graph.nodes if n.op == "call_function"
                   and n.target is operator.mul)
@@ -210,7 +210,7 @@ def test_recorded_values_are_as_each_node_ran():
 
 def test_graphs_without_in_place_writes_copy_nothing():
     gm = _graph(lambda x: torch.relu(x) * 2 + x.sin(), torch.randn(5))
-    rec = RecordingInterpreter(gm)
+    rec = EagerReference(gm)
     rec.run(torch.randn(5))
     assert rec.writes == {} and rec.as_ran == set() and rec.seen == {}
 

@@ -299,7 +299,7 @@ import sys
 def pytest_sessionfinish(session):
     gc.collect()
     hooks = sys.modules.get("graphdbg.hooks.session")
-    live = sum(type(o) is hooks.CaptureSession for o in gc.get_objects()) if hooks else -1
+    live = sum(type(o) is hooks.Session for o in gc.get_objects()) if hooks else -1
     print(f"\\nlive capture sessions: {live}")
 '''
 
@@ -571,15 +571,13 @@ def _recorded_session(path, call) -> list:
     session, its context and its writer."""
     import weakref
 
-    from graphdbg.hooks import CaptureSession
+    from graphdbg.hooks import Session
     from graphdbg.core.options import CaptureOptions
-    from graphdbg.runfile.writer import RunWriter
 
-    session = CaptureSession(RunWriter(str(path), durable=False), CaptureOptions(eager=False))
-    session.start()
-    call()
-    session.stop(exit_status=0)
-    return [weakref.ref(session), weakref.ref(session.ctx), weakref.ref(session.writer)]
+    with Session(str(path), CaptureOptions(eager=False), durable=False) as session:
+        call()
+    # (what it holds inside: this tests its lifetime)
+    return [weakref.ref(session), weakref.ref(session._ctx), weakref.ref(session._writer)]
 
 
 def _sin_plus_one(x):

@@ -9,7 +9,9 @@ import threading
 import pytest
 
 from graphdbg.core.errors import GraphdbgError
+from graphdbg.runfile.details import RuntimeErrorDetail
 from graphdbg.runfile.query import Frame, Run, open_run
+from graphdbg.runfile.records import CallRow, NodeRow, NodeTimeRow, OpRow, TensorRow
 from graphdbg.runfile.writer import SCHEMA_VERSION, RunWriter
 
 SOURCE = """\
@@ -39,20 +41,20 @@ def run_file(tmp_path):
     for idx, (name, op, frame) in enumerate([("x", "placeholder", None), ("add", "call_function", add),
                                              ("mul", "call_function", mul), ("lin", "call_module", mul),
                                              ("output", "output", None)]):
-        w.add("nodes", (1, idx, name, op, name, json.dumps([[2, idx]]), json.dumps(["float32"]),
-                        frame, stack if frame else None, "m.lin" if name == "lin" else None, None, ""))
-    w.add("nodes", (2, 0, "y", "placeholder", "y", None, None, None, None, None, None, ""))
+        w.add(NodeRow(1, idx, name, op, name, json.dumps([[2, idx]]), json.dumps(["float32"]),
+                      frame, stack if frame else None, "m.lin" if name == "lin" else None, None, ""))
+    w.add(NodeRow(2, 0, "y", "placeholder", "y", None, None, None, None, None, None, ""))
     for name, ns in (("x", 999), ("add", 300), ("mul", 100), ("lin", 200)):
-        w.add("node_times", (1, name, ns))
-    w.add("calls", (1, 1, 0, 1000, json.dumps([{"shape": [2], "dtype": "float32", "stats": None}])))
-    w.add("calls", (7, 1, 1, 3000, "[]"))
+        w.add(NodeTimeRow(1, name, ns))
+    w.add(CallRow(1, 1, 0, 1000, json.dumps([{"shape": [2], "dtype": "float32", "stats": None}])))
+    w.add(CallRow(7, 1, 1, 3000, "[]"))
     for seq, op, phase, frame, ns in ((2, "aten.add.Tensor", "forward", add, 10),
                                       (3, "aten.mul.Tensor", "forward", mul, 20),
                                       (4, "aten.mul.Tensor", "backward", mul, 45),
                                       (5, "aten.sum.default", "forward", None, 5),
                                       (6, "aten.add.Tensor", "forward", add, 30)):
-        w.add("ops", (seq, op, phase, json.dumps([[2]]), '["float32"]', None, ns, frame, None,
-                      None, None))
+        w.add(OpRow(seq, op, phase, json.dumps([[2]]), '["float32"]', None, ns, frame, None,
+                    None, None))
         w.add_op_summary(op, phase, frame, None, ns)
     w.add_op_summary("aten.mul.Tensor", "forward", mul, None, 1000)  # past --max-ops: summary only
     w.diagnostic("i", kind="graph_break", severity="info", message="note", user_frame=add)
@@ -62,8 +64,8 @@ def run_file(tmp_path):
         w.diagnostic("w1", kind="recompile", severity="warning", message="guard", user_frame=ret,
                      stack=stack, compile_id=cid)
     w.diagnostic("w2", kind="graph_break", severity="warning", message="break", hint="do x")
-    w.add("tensors", ("op:3", "0", b"\x08\x00safetensors-bytes"))
-    w.add("tensors", ("call:1", "0", b"other"))
+    w.add(TensorRow(None, "op:3", "0", b"\x08\x00safetensors-bytes"))
+    w.add(TensorRow(None, "call:1", "0", b"other"))
     w.close(exit_status=0, status="complete", wall_s=1.5)
     return tmp_path / "x.run"
 
@@ -117,7 +119,10 @@ def test_findings_are_ordered_filtered_and_carry_their_stacks(run_file):
         boom, guard, brk, _ = found
         assert [(f.line, f.function) for f in boom.stack] == [(6, "<module>"), (3, "f")]
         assert boom.stack[-1].code == "z = y * 2  # scale"
-        assert (boom.line, boom.code, boom.detail) == (3, "z = y * 2  # scale", {"exception": "ValueError"})
+        assert (boom.line, boom.code) == (3, "z = y * 2  # scale")
+        # the detail typed by kind, and back as stored
+        assert boom.detail == RuntimeErrorDetail(exception="ValueError")
+        assert boom.detail.as_dict() == {"exception": "ValueError"}
         assert (guard.count, guard.compile_ids, guard.line) == (2, ("0/0", "0/1"), 4)
         assert (brk.file, brk.stack, brk.hint, brk.detail) == (None, (), "do x", None)
         assert [d.message for d in run.findings(kind="graph_break")] == ["break", "note"]
@@ -159,8 +164,8 @@ def test_ops_of_one_line_count_together_whatever_their_function(tmp_path):
     w = RunWriter(str(tmp_path / "l.run"))
     for seq, fn in ((1, "<module>"), (2, "<lambda>"), (3, "<lambda>")):
         fid = w.frame_id(str(src), 1, fn)
-        w.add("ops", (seq, "aten.add.Tensor", "forward", "[]", "[]", None, 10 * seq, fid, None,
-                      None, None))
+        w.add(OpRow(seq, "aten.add.Tensor", "forward", "[]", "[]", None, 10 * seq, fid, None,
+                    None, None))
     w.close()
     with Run(str(tmp_path / "l.run")) as run:
         assert run.op_groups() == {(str(src), 1, "aten.add.Tensor", "forward"): 3}
@@ -279,8 +284,8 @@ def test_reader_refuses_what_is_not_a_readable_run(tmp_path, run_file):
 def test_a_file_damaged_after_its_header_fails_with_one_line(tmp_path):
     w = RunWriter(str(tmp_path / "big.run"))
     for seq in range(20000):
-        w.add("ops", (seq, "aten.add.Tensor", "forward", "[[1024]]", '["float32"]', None, 1,
-                      None, None, "m" * 40, None))
+        w.add(OpRow(seq, "aten.add.Tensor", "forward", "[[1024]]", '["float32"]', None, 1,
+                    None, None, "m" * 40, None))
     w.close(exit_status=0, status="complete")
     path = tmp_path / "big.run"
     size = os.path.getsize(path)
@@ -344,9 +349,9 @@ def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops
     for gid, calls in ((1, (1_000, 3_000)), (2, (9_000, 2_500)), (3, ())):
         w.put_graph(gid, compile_id=f"{gid - 1}/0", status="compiled")
         for i, ns in enumerate((1_000, 1_500)):
-            w.add("node_times", (gid, f"n{i}", ns))
+            w.add(NodeTimeRow(gid, f"n{i}", ns))
         for i, ns in enumerate(calls):
-            w.add("calls", (gid * 10 + i, gid, i, ns, "[]"))
+            w.add(CallRow(gid * 10 + i, gid, i, ns, "[]"))
     w.close(exit_status=0, status="complete")
     with Run(str(tmp_path / "x.run")) as run:
         g1, g2, g3 = run.graphs()
@@ -370,14 +375,15 @@ def test_compiled_lines_keep_their_times_beside_a_long_source_line():
     # nanoGPT's attention line is wider than the terminal: the times stay
     from rich.console import Console
     from graphdbg.reporters.report import _compiled_lines_section
+    from graphdbg.runfile.query import CompiledLine
     code = ("y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
             "dropout_p=self.dropout if self.training else 0, is_causal=True)")
-    doc = {"compiled_lines": [{"file": "/x/model.py", "line": 64, "code": code, "total_ns": 2486181,
-                               "forward_ns": 218703, "eager_ref_ns": 3533947, "backward_ns": 402800,
-                               "steady": True, "samples": 3, "compiled_slower": False,
-                               "kernels": ["cpp_fused_0", "extern_kernels.mm"]}]}
+    line = CompiledLine(file="/x/model.py", line=64, function="forward", code=code,
+                        total_ns=2486181, forward_ns=218703, backward_ns=402800,
+                        eager_ref_ns=3533947, kernels=("cpp_fused_0", "extern_kernels.mm"),
+                        graph_ids=(1,), steady=True, samples=3)
     console = Console(width=120, record=True)
-    for part in _compiled_lines_section(doc):
+    for part in _compiled_lines_section([line]):
         console.print(part)
     text = console.export_text()
     assert "fwd/call" in text and "218.7 µs" in text and "3.53 ms" in text and "model.py:64" in text

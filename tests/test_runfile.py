@@ -7,6 +7,8 @@ import pytest
 
 from graphdbg.core.errors import GraphdbgError
 from graphdbg.runfile.query import Run
+from graphdbg.runfile.records import RECORDS, GraphRow, NodeRow, OpRow, TensorRow
+from graphdbg.runfile.schema import SCHEMA
 from graphdbg.runfile.writer import SCHEMA_VERSION, RunWriter
 from graphdbg.core.sourcemap import Frame, original_function, parse_traceback
 
@@ -22,8 +24,8 @@ def test_round_trip_frames_stacks_and_diagnostics(tmp_path):
         w.diagnostic("k1", kind="graph_break", severity="warning", message="m",
                      user_frame=fid, stack=stack, compile_id=cid)
     w.put_graph(1, compile_id="0/0", backend="eager", n_nodes=3, status="compiled")
-    w.add("nodes", (1, 0, "x", "placeholder", "x", json.dumps([[2, 3]]), json.dumps(["float32"]),
-                    fid, stack, None, None, ""))
+    w.add(NodeRow(1, 0, "x", "placeholder", "x", json.dumps([[2, 3]]), json.dumps(["float32"]),
+                  fid, stack, None, None, ""))
     w.close(exit_status=0, status="complete")
 
     with Run(str(tmp_path / "x.run")) as r:
@@ -38,7 +40,7 @@ def test_round_trip_frames_stacks_and_diagnostics(tmp_path):
 
 def test_rows_are_committed_before_close(tmp_path):
     w = RunWriter(str(tmp_path / "x.run"), commit_interval=0.0)
-    w.add("ops", (1, "aten.add.Tensor", "forward", "[]", "[]", None, 5, None, None, None, None))
+    w.add(OpRow(1, "aten.add.Tensor", "forward", "[]", "[]", None, 5, None, None, None, None))
     # another connection sees the row although the writer was never closed
     db = sqlite3.connect(tmp_path / "x.run")
     assert db.execute("SELECT op FROM ops").fetchall() == [("aten.add.Tensor",)]
@@ -84,3 +86,70 @@ def test_op_summary_is_one_row_per_group_across_flushes(tmp_path):
     db = sqlite3.connect(tmp_path / "x.run")
     rows = db.execute("SELECT op, user_frame, count, total_ns FROM op_summary ORDER BY op").fetchall()
     assert rows == [("aten.detach.default", None, 3, 30), ("aten.mm.default", 1, 3, 15)]
+
+
+# Schema 2 as graphdbg wrote it before its tables were generated from
+# graphdbg/runfile/records.py: files of schema 2 are read by readers of either
+# time, so the records must make these tables column for column (else bump
+# SCHEMA_VERSION and keep the reader reading this one).
+SCHEMA_2 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE sources (file TEXT PRIMARY KEY, sha1 TEXT, text TEXT);
+CREATE TABLE frames (id INTEGER PRIMARY KEY, file TEXT, line INTEGER, function TEXT, code TEXT,
+    internal INTEGER);
+CREATE TABLE stacks (id INTEGER PRIMARY KEY, frames TEXT);
+CREATE TABLE graphs (id INTEGER PRIMARY KEY, compile_id TEXT, backend TEXT, code_name TEXT,
+    code_file TEXT, code_line INTEGER, user_frame INTEGER, stack INTEGER, n_nodes INTEGER,
+    n_ops INTEGER, n_inputs INTEGER, backend_time_s REAL, compile_time_s REAL, status TEXT,
+    error TEXT, graph_code TEXT, created_seq INTEGER);
+CREATE TABLE nodes (graph_id INTEGER, idx INTEGER, name TEXT, op TEXT, target TEXT, shapes TEXT,
+    dtypes TEXT, user_frame INTEGER, stack INTEGER, module_path TEXT, module_class TEXT, args TEXT,
+    PRIMARY KEY (graph_id, idx));
+CREATE TABLE calls (seq INTEGER PRIMARY KEY, graph_id INTEGER, call_idx INTEGER, wall_ns INTEGER,
+    outputs TEXT);
+CREATE TABLE ops (seq INTEGER PRIMARY KEY, op TEXT, phase TEXT, shapes TEXT, dtypes TEXT,
+    stats TEXT, time_ns INTEGER, user_frame INTEGER, stack INTEGER, module_path TEXT,
+    module_class TEXT);
+CREATE TABLE op_summary (op TEXT, phase TEXT, user_frame INTEGER, module_path TEXT,
+    count INTEGER, total_ns INTEGER, max_ns INTEGER, PRIMARY KEY (op, phase, user_frame, module_path));
+CREATE TABLE diagnostics (id INTEGER PRIMARY KEY, key TEXT UNIQUE, kind TEXT, severity TEXT,
+    message TEXT, reason TEXT, hint TEXT, user_frame INTEGER, stack INTEGER, graph_id INTEGER,
+    node TEXT, op TEXT, count INTEGER, compile_ids TEXT, detail TEXT);
+CREATE TABLE events (seq INTEGER PRIMARY KEY, t REAL, name TEXT, compile_id TEXT, metadata TEXT,
+    payload TEXT);
+CREATE TABLE node_times (graph_id INTEGER, node TEXT, eager_ns INTEGER,
+    PRIMARY KEY (graph_id, node));
+CREATE TABLE tensors (id INTEGER PRIMARY KEY, owner TEXT, name TEXT, safetensors BLOB);
+CREATE TABLE node_values (graph_id INTEGER, call_idx INTEGER, node TEXT, status TEXT, kind TEXT,
+    compiled_from TEXT, max_abs REAL, max_rel REAL, eager_vs_fp64 REAL, compiled_vs_fp64 REAL,
+    eager_stats TEXT, compiled_stats TEXT, fp64_stats TEXT, PRIMARY KEY (graph_id, call_idx, node));
+"""
+
+
+def _tables(sql: str) -> dict:
+    """Each table's columns (name, type, key position) and indexes (unique, columns)."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(sql)
+    return {t: (db.execute(f"PRAGMA table_xinfo({t})").fetchall(),
+                [(i[1], i[2], db.execute(f"PRAGMA index_info('{i[1]}')").fetchall())
+                 for i in db.execute(f"PRAGMA index_list({t})")])
+            for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def test_the_records_make_schema_2():
+    assert SCHEMA_VERSION == 2 and _tables(SCHEMA) == _tables(SCHEMA_2)
+    assert [r.TABLE for r in RECORDS] == list(_tables(SCHEMA_2))  # in the same order
+
+
+def test_add_takes_row_records_only(tmp_path):
+    w = RunWriter(str(tmp_path / "x.run"))
+    w.add(TensorRow(id=None, owner="op:1", name="0", safetensors=b"a"))
+    w.add(TensorRow(id=None, owner="op:2", name="0", safetensors=b"b"))
+    for wrong in (("op:1", "0", b"a"), GraphRow(id=1)):
+        with pytest.raises(TypeError, match="RunWriter.add takes"):
+            w.add(wrong)
+    with pytest.raises(ValueError):
+        w.put_graph(1, no_such_column=1)
+    w.close()
+    with Run(str(tmp_path / "x.run")) as r:
+        assert [(t.id, t.owner) for t in r.tensors()] == [(1, "op:1"), (2, "op:2")]  # numbered

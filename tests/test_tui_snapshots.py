@@ -1,8 +1,9 @@
 """SVG snapshots of every view of the terminal UI at 80x24 and 160x48
 (pytest-textual-snapshot; `pytest --snapshot-update` accepts new ones after
-looking at them). The run is tests/tui_sample.py's, written at a fixed path so
-the screens do not depend on where the test ran; no clock is shown and the
-cursor does not blink."""
+looking at them). The run is tests/tui_sample.py's, written to a temporary
+folder that is the current directory while the app runs, so the screens show
+paths relative to it and do not depend on where the test ran; no clock is
+shown and the cursor does not blink."""
 
 from __future__ import annotations
 
@@ -13,13 +14,20 @@ from tui_sample import write_sample_run
 
 pytestmark = pytest.mark.xdist_group("tui-snapshots")
 
-FOLDER = Path("/tmp/graphdbg-tui-snapshots")
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 
 
 @pytest.fixture(scope="module")
-def sample() -> str:
-    return str(write_sample_run(FOLDER, node_values=True))
+def sample_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tui-snapshots")
+    write_sample_run(folder, node_values=True, cwd="/home/user/project")
+    return folder
+
+
+@pytest.fixture
+def sample(sample_dir, monkeypatch) -> str:
+    monkeypatch.chdir(sample_dir)
+    return "sample.run"
 
 
 def app_for(path: str):

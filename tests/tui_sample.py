@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from graphdbg.runfile.records import CallRow, NodeRow, NodeTimeRow, NodeValueRow, OpRow
 from graphdbg.runfile.writer import RunWriter
 
 SOURCE = """\
@@ -39,15 +40,16 @@ def _stats(shift: float) -> str:
 
 
 def write_sample_run(folder: Path, n_nodes: int = N_NODES, *, internal_errors=(),
-                     node_values: bool = False) -> Path:
+                     node_values: bool = False, cwd: str | None = None) -> Path:
     """``node_values``: also the per-node eager/compiled values of graph 1's
-    first call, node_008 the first divergent one (for the diff view)."""
+    first call, node_008 the first divergent one (for the diff view); ``cwd``:
+    the program's directory as the run says (default: ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
     src = folder / "model.py"
     src.write_text(SOURCE)
     s = str(src)
     w = RunWriter(str(folder / "sample.run"))
-    w.set_meta(argv=["model.py", "--epochs", "1"], cwd=str(folder), module=False,
+    w.set_meta(argv=["model.py", "--epochs", "1"], cwd=cwd or str(folder), module=False,
                values="stats", torch="2.13.0", python="3.11.7", graphdbg="0.1.0",
                device="cpu", counts={"recompiles": 1}, internal_errors=list(internal_errors))
     relu = w.frame_id(s, 5, "block")
@@ -67,22 +69,22 @@ def write_sample_run(folder: Path, n_nodes: int = N_NODES, *, internal_errors=()
         name = "x" if idx == 0 else "output" if idx == n_nodes - 1 else f"node_{idx:03d}"
         target = ("torch.relu", "operator.mul", "torch.sin")[idx % 3]
         frame = frames[idx % 3] if op == "call_function" else None
-        w.add("nodes", (1, idx, name, op, target, json.dumps([[8, idx % 7 + 1]]),
-                        json.dumps(["float32"]), frame, stack if frame else None,
-                        "blocks.0.act" if idx % 3 == 0 else None, None, "x"))
+        w.add(NodeRow(1, idx, name, op, target, json.dumps([[8, idx % 7 + 1]]),
+                      json.dumps(["float32"]), frame, stack if frame else None,
+                      "blocks.0.act" if idx % 3 == 0 else None, None, "x"))
         if op == "call_function":
             ns = 90_000 if idx == 7 else 1000 + (idx * 37) % 5000  # node_007: the slowest
-            w.add("node_times", (1, name, ns))
+            w.add(NodeTimeRow(1, name, ns))
     for idx, name in enumerate(("x", "sin", "output")):
-        w.add("nodes", (2, idx, name, "call_function" if name == "sin" else "placeholder",
-                        "torch.sin", None, None, sin if name == "sin" else None, None, None,
-                        None, ""))
+        w.add(NodeRow(2, idx, name, "call_function" if name == "sin" else "placeholder",
+                      "torch.sin", None, None, sin if name == "sin" else None, None, None,
+                      None, ""))
     if node_values:
         for idx in range(1, 30):
             first, known = idx == 8, idx >= 8  # localisation compiled node_008 onwards
             differs = idx > 8 and idx % 5 == 0
             status = "first divergent" if first else "differs" if differs else "ok"
-            w.add("node_values", (
+            w.add(NodeValueRow(
                 1, 0, f"node_{idx:03d}", status, "miscompile" if first or differs else None,
                 "intermediate outputs (inductor)" if known else None,
                 0.125 if first or differs else 1e-7 if known else None,
@@ -90,14 +92,14 @@ def write_sample_run(folder: Path, n_nodes: int = N_NODES, *, internal_errors=()
                 0.125 if first or differs else 2e-7 if known else None,
                 _stats(0.0), _stats(0.125 if first or differs else 0.0) if known else None,
                 _stats(0.0)))
-    w.add("calls", (1, 1, 0, 2_000_000, "[]"))
-    w.add("calls", (2, 1, 1, 1_000_000, "[]"))
-    w.add("calls", (3, 2, 0, 500_000, "[]"))
+    w.add(CallRow(1, 1, 0, 2_000_000, "[]"))
+    w.add(CallRow(2, 1, 1, 1_000_000, "[]"))
+    w.add(CallRow(3, 2, 0, 500_000, "[]"))
     for seq, op, frame, ns in ((10, "aten.randn.default", w.frame_id(s, 13, "main"), 40_000),
                                (11, "aten.sum.default", brk, 7_000),
                                (12, "aten.gt.Scalar", brk, 3_000)):
-        w.add("ops", (seq, op, "forward", "[[8]]", '["float32"]', None, ns, frame, None,
-                      None, None))
+        w.add(OpRow(seq, op, "forward", "[[8]]", '["float32"]', None, ns, frame, None,
+                    None, None))
         w.add_op_summary(op, "forward", frame, None, ns)
     w.diagnostic("brk", kind="graph_break", severity="warning",
                  message="graph break: Data-dependent branching",

@@ -1,6 +1,9 @@
 """graphdbg.tui: the Textual terminal UI (`graphdbg tui`); reads run files only.
 
-`model` holds the view state as plain classes (no textual: tested without a
-terminal); `app` renders it (`GraphdbgApp`, `run_tui`); `diff_model` and
-`diff_view` are the eager-against-compiled diff view (key `d`).
+`model/` holds the view state as plain classes (no textual: tested without a
+terminal); `views/` renders it (`views.app.GraphdbgApp`, `run_tui`, and the
+eager-against-compiled diff screen, key `d`).
+
+May import `graphdbg.core`, `graphdbg.runfile` and `graphdbg.reporters`;
+never torch or graphdbg.hooks.
 """

@@ -7,22 +7,41 @@ import re
 import sys
 
 from ..core.errors import GraphdbgError
-from ..core.options import VALUE_TIERS
+from ..core.options import CaptureOptions, flags
 from . import UsageError
 
+
+def _arguments() -> list[tuple[str, dict]]:
+    """`graphdbg run`'s capture options, made from CaptureOptions' fields:
+    (flag, argparse keywords) each."""
+    out = []
+    for name, default, flag in flags(CaptureOptions):
+        kw: dict = {"dest": name, "help": flag.help}
+        if isinstance(default, bool):   # a switch: --no-X turns off what is on by default
+            kw["action"] = "store_false" if default else "store_true"
+        else:
+            kw.update(default=flag.default(default), type=_typed(flag.type or type(default)),
+                      metavar=flag.metavar, choices=flag.choices)
+        out.append((flag.name, {k: v for k, v in kw.items() if v is not None}))
+    return out
+
+
+def _typed(parse):
+    """A parser's ValueError as argparse's one-line error (int and float keep argparse's own)."""
+    if parse in (int, float, str):
+        return parse
+
+    def typed(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    typed.__name__ = parse.__name__
+    return typed
+
+
 # options of `graphdbg run` that take a value (the argv split must skip it)
-_VALUE_OPTS = {"-o", "--output", "--values", "--max-ops", "--keep", "--tensor-budget",
-               "--compare-first", "--compare-every", "--compare-memory", "--rtol", "--atol", "--localize",
-               "--stance", "--py-spy-rate", "--profile-steps"}
-
-
-def _steps(text: str) -> tuple[int, int, int, int]:
-    parts = text.split(",")
-    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts) or int(parts[2]) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give WAIT,WARMUP,ACTIVE,REPEAT as four counts, ACTIVE at least 1")
-    w, u, a, r = (int(p) for p in parts)
-    return w, u, a, r
+_VALUE_OPTS = {"-o", "--output"} | {name for name, kw in _arguments() if "action" not in kw}
 
 
 class RunCommand:
@@ -42,69 +61,8 @@ class RunCommand:
                          help="run a library module as a script, like python -m")
         run.add_argument("-o", "--output", metavar="PATH",
                          help="run file to write (default: graphdbg-<script>.<pid>.run)")
-        run.add_argument("--values", choices=VALUE_TIERS, default="stats",
-                         help="how much of each tensor to record: none (shapes, dtypes, time), "
-                              "health (+NaN/Inf counts), stats (+min/max/mean/std/norm; "
-                              "default), full (+tensors, within a byte budget)")
-        run.add_argument("--keep", metavar="REGEX",
-                         help="with --values full: keep only the tensors of eager ops whose op "
-                              "name or module path matches (e.g. 'attn|aten.softmax'), and of "
-                              "compiled graphs whose function name matches")
-        run.add_argument("--tensor-budget", type=float, default=64, metavar="MIB",
-                         help="with --values full: most tensor bytes to keep, in MiB (default 64)")
-        run.add_argument("--no-compare", dest="compare", action="store_false",
-                         help="do not check compiled graphs against eager")
-        run.add_argument("--no-graph-check", dest="check_graphs", action="store_false",
-                         help="do not check each captured graph for malformed nodes (lint and "
-                              "fake-tensor shape propagation) before the backend gets it")
-        run.add_argument("--compare-first", type=int, default=3, metavar="N",
-                         help="check the first N calls of each compiled graph against eager, "
-                              "node by node, judged in float64 (default 3)")
-        run.add_argument("--compare-every", type=int, default=0, metavar="N",
-                         help="also check every N-th later call (default: only the first ones)")
-        run.add_argument("--compare-memory", type=float, metavar="MIB",
-                         help="most memory a graph's check against eager may take (its eager "
-                              "reference's values and input clones, known from the graph's "
-                              "shapes before it runs); over it the graph is not checked, with a "
-                              "note (default: half the free memory)")
-        run.add_argument("--rtol", type=float, metavar="X",
-                         help="relative tolerance of the eager check (default per dtype: "
-                              "float32 1e-4, bfloat16 1.6e-2, float16 1e-3)")
-        run.add_argument("--atol", type=float, metavar="X",
-                         help="absolute tolerance of the eager check (default per dtype: "
-                              "float32 1e-5, bfloat16 1e-2, float16 1e-3)")
-        run.add_argument("--localize", choices=("auto", "bisect"), default="auto",
-                         help="how to find the first divergent node: auto (one compile with "
-                              "every intermediate as an output, bisection if that hides the "
-                              "difference) or bisect (prefix bisection only, when fusion matters)")
-        run.add_argument("--stance", choices=("default", "force_eager", "eager_on_recompile",
-                                              "fail_on_recompile"),
-                         help="run under torch.compiler.set_stance(STANCE); force_eager records "
-                              "an eager run of a compiled program, for `graphdbg diff`")
-        run.add_argument("--no-eager", dest="eager", action="store_false",
-                         help="do not record eager aten ops (compiled side only)")
-        run.add_argument("--no-kernel-times", dest="kernel_times", action="store_false",
-                         help="do not time inductor's kernels per source line (that turns on "
-                              "inductor's provenance tracking, which is part of its cache key)")
-        run.add_argument("--max-ops", type=int, default=200_000, metavar="N",
-                         help="eager ops recorded one row each (later ones only counted "
-                              "and timed in the per-op summary; default 200000)")
-        run.add_argument("--py-spy", action="store_true",
-                         help="sample the program's Python stacks with py-spy (the profile "
-                              "extra): a speedscope file next to the run, samples per source "
-                              "line in the report; where ptrace is not allowed, one line says "
-                              "so and the run goes on")
-        run.add_argument("--py-spy-rate", type=int, default=100, metavar="HZ",
-                         help="py-spy's samples per second (default 100)")
-        run.add_argument("--profile", action="store_true",
-                         help="record torch.profiler traces next to the run (RUN.profile/, "
-                              "TensorBoard's layout: open them in Perfetto, or in TensorBoard "
-                              "with graphdbg[tensorboard]); a step is an optimizer step, or a "
-                              "call of the first compiled graph")
-        run.add_argument("--profile-steps", type=_steps, default=(1, 1, 3, 1),
-                         metavar="WAIT,WARMUP,ACTIVE,REPEAT",
-                         help="torch.profiler's schedule in steps (default 1,1,3,1: bounded "
-                              "however long the program runs)")
+        for name, kw in _arguments():
+            run.add_argument(name, **kw)
         run.add_argument("-q", "--quiet", action="store_true",
                          help="print nothing of graphdbg's own after the run")
         run.add_argument("--tui", action="store_true",
@@ -138,24 +96,14 @@ class RunCommand:
         if args.compare_memory is not None and not args.compare_memory > 0:
             raise UsageError(f"--compare-memory: needs a positive number of MiB, not "
                              f"{args.compare_memory:g} (--no-compare turns the check off)")
-        from ..core.options import CaptureOptions
-        from ..runner import run_program
-        options = CaptureOptions(
-            values=args.values, eager=args.eager, kernel_times=args.kernel_times, max_ops=args.max_ops, keep=args.keep,
-            tensor_budget=int(args.tensor_budget * 2**20), compare=args.compare,
-            compare_first=args.compare_first, compare_every=args.compare_every,
-            compare_memory=args.compare_memory,
-            rtol=args.rtol, atol=args.atol, localize=args.localize,
-            check_graphs=args.check_graphs)
-        from ..runner import default_output
+        from ..runner import default_output, run_program
+        options = CaptureOptions.from_flags(vars(args))
         target = args.module or args.script
         if not target:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
         output = args.output or default_output(target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),
-                             output=output, quiet=args.quiet, stance=args.stance,
-                             options=options, py_spy_rate=args.py_spy_rate if args.py_spy else None,
-                             profile_steps=args.profile_steps if args.profile else None)
+                             output=output, quiet=args.quiet, options=options)
         if args.tui:
             from .tui import open_ui
             try:

@@ -1,4 +1,4 @@
-"""Small text helpers shared by the views (report, diff, later the TUI).
+"""Small text helpers shared by the views (report, diff, the TUI, the pytest plugin).
 
 Plain strings only: no rich, no torch.
 """
@@ -46,3 +46,16 @@ def code_part(code: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         pass
     return code
+
+
+def num(x, digits: int = 3, *, exact_ints: bool = False) -> str:
+    """A number in a few characters: ``digits`` significant digits (nan, inf
+    and -inf as such), "-" for None, anything else as str(). ``exact_ints``:
+    an int written whole (a test's failure text: max abs 2, not 2.0)."""
+    if x is None:
+        return "-"
+    if isinstance(x, int) and exact_ints:
+        return str(x)
+    if isinstance(x, (int, float)):
+        return f"{x:.{digits}g}"
+    return str(x)

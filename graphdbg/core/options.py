@@ -1,43 +1,157 @@
 """What a capture records and checks: one dataclass from the command line (or
 `graphdbg.capture(...)`, `graphdbg.compare(...)`) down to the recorders.
 
+Each field says once how it appears on `graphdbg run`'s command line (its
+flag, help, metavar, choices): commands/run.py makes its arguments from them,
+and the pytest plugin declares its own options the same way.
+
 Imports neither torch nor textual: the CLI builds it before torch is loaded.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Iterator
 
 VALUE_TIERS = ("none", "health", "stats", "full")
 LOCALIZE_MODES = ("auto", "bisect")
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+MIB = 2**20
 
 
 @dataclass(frozen=True)
+class Flag:
+    """An option as a command line shows it. A bool is a switch: ``--no-X``
+    for one that is on by default, ``--X`` for one that is off."""
+    name: str                              # "--values"
+    help: str                              # may name the default as %(default)s
+    metavar: str | None = None
+    choices: tuple | None = None
+    type: Callable[[str], Any] | None = None   # None: the type of the default
+    show: Callable[[Any], Any] | None = None   # the default as the command line gives it
+    convert: Callable[[Any], Any] | None = None  # the command line's value -> the option's
+
+    def default(self, value: Any) -> Any:
+        """A field's default as the command line gives it."""
+        return self.show(value) if self.show else value
+
+
+def option(default: Any, flag: str | None = None, help: str = "", **how: Any) -> Any:
+    """A dataclass field with its command-line flag (none: not on the command line)."""
+    return field(default=default, metadata={"flag": Flag(flag, help, **how)} if flag else {})
+
+
+def flags(cls: type) -> Iterator[tuple[str, Any, Flag]]:
+    """(field name, default, Flag) of each field of ``cls`` that has a flag, in field order."""
+    for f in fields(cls):
+        if "flag" in f.metadata:
+            yield f.name, f.default, f.metadata["flag"]
+
+
+def steps(text: str) -> tuple[int, int, int, int]:
+    """`--profile-steps WAIT,WARMUP,ACTIVE,REPEAT`."""
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts) or int(parts[2]) < 1:
+        raise ValueError(f"{text!r}: give WAIT,WARMUP,ACTIVE,REPEAT as four counts, "
+                         f"ACTIVE at least 1")
+    w, u, a, r = (int(p) for p in parts)
+    return w, u, a, r
+
+
+# Fields in the order `graphdbg run --help` lists them.
+@dataclass(frozen=True)
 class CaptureOptions:
-    values: str = "stats"             # none | health | stats | full (per tensor)
-    eager: bool = True                # record eager aten ops
-    max_ops: int = 200_000            # eager ops kept one row each; later ones only summarised
-    keep: str | None = None           # --values full: regex on op name / module path / graph function
-    tensor_budget: int = 64 * 2**20   # --values full: most tensor bytes kept
-    compare: bool = True              # check compiled graphs against eager
-    compare_first: int = 3            # ... on their first N calls
-    compare_every: int = 0            # ... and every N-th call after (0: never)
-    compare_memory: float | None = None  # MiB a check may take (None: half the free memory)
-    rtol: float | None = None         # tolerances of that check (None: per dtype)
-    atol: float | None = None
-    localize: str = "auto"            # auto (intermediate outputs, then bisection) | bisect
-    kernel_times: bool = True         # time inductor's kernels per user line (provenance tracking)
-    check_graphs: bool = True         # lint every graph before the backend gets it
-    progress: bool = False            # rich status line and progress bars on stderr
+    values: str = option(
+        "stats", "--values", choices=VALUE_TIERS,
+        help="how much of each tensor to record: none (shapes, dtypes, time), health "
+             "(+NaN/Inf counts), stats (+min/max/mean/std/norm; default), full (+tensors, "
+             "within a byte budget)")
+    keep: str | None = option(
+        None, "--keep", metavar="REGEX", type=str,
+        help="with --values full: keep only the tensors of eager ops whose op name or module "
+             "path matches (e.g. 'attn|aten.softmax'), and of compiled graphs whose function "
+             "name matches")
+    tensor_budget: int = option(  # bytes; MiB on the command line
+        64 * MIB, "--tensor-budget", metavar="MIB", type=float,
+        show=lambda b: f"{b / MIB:g}", convert=lambda mib: int(mib * MIB),
+        help="with --values full: most tensor bytes to keep, in MiB (default %(default)s)")
+    compare: bool = option(True, "--no-compare",
+                           help="do not check compiled graphs against eager")
+    check_graphs: bool = option(
+        True, "--no-graph-check",
+        help="do not check each captured graph for malformed nodes (lint and fake-tensor shape "
+             "propagation) before the backend gets it")
+    compare_first: int = option(
+        3, "--compare-first", metavar="N",
+        help="check the first N calls of each compiled graph against eager, node by node, "
+             "judged in float64 (default %(default)s)")
+    compare_every: int = option(
+        0, "--compare-every", metavar="N",
+        help="also check every N-th later call (default: only the first ones)")
+    compare_memory: float | None = option(  # None: half the free memory
+        None, "--compare-memory", metavar="MIB", type=float,
+        help="most memory a graph's check against eager may take (its eager reference's "
+             "values and input clones, known from the graph's shapes before it runs); over it "
+             "the graph is not checked, with a note (default: half the free memory)")
+    rtol: float | None = option(  # None: per dtype
+        None, "--rtol", metavar="X", type=float,
+        help="relative tolerance of the eager check (default per dtype: float32 1e-4, "
+             "bfloat16 1.6e-2, float16 1e-3)")
+    atol: float | None = option(
+        None, "--atol", metavar="X", type=float,
+        help="absolute tolerance of the eager check (default per dtype: float32 1e-5, "
+             "bfloat16 1e-2, float16 1e-3)")
+    localize: str = option(
+        "auto", "--localize", choices=LOCALIZE_MODES,
+        help="how to find the first divergent node: auto (one compile with every intermediate "
+             "as an output, bisection if that hides the difference) or bisect (prefix bisection "
+             "only, when fusion matters)")
+    stance: str | None = option(
+        None, "--stance", choices=STANCES, type=str,
+        help="run under torch.compiler.set_stance(STANCE); force_eager records an eager run "
+             "of a compiled program, for `graphdbg diff`")
+    eager: bool = option(True, "--no-eager",
+                         help="do not record eager aten ops (compiled side only)")
+    kernel_times: bool = option(
+        True, "--no-kernel-times",
+        help="do not time inductor's kernels per source line (that turns on inductor's "
+             "provenance tracking, which is part of its cache key)")
+    max_ops: int = option(
+        200_000, "--max-ops", metavar="N",
+        help="eager ops recorded one row each (later ones only counted and timed in the "
+             "per-op summary; default %(default)s)")
+    py_spy: bool = option(
+        False, "--py-spy",
+        help="sample the program's Python stacks with py-spy (the profile extra): a "
+             "speedscope file next to the run, samples per source line in the report; where "
+             "ptrace is not allowed, one line says so and the run goes on")
+    py_spy_rate: int = option(100, "--py-spy-rate", metavar="HZ",
+                              help="py-spy's samples per second (default %(default)s)")
+    profile: bool = option(
+        False, "--profile",
+        help="record torch.profiler traces next to the run (RUN.profile/, TensorBoard's "
+             "layout: open them in Perfetto, or in TensorBoard with graphdbg[tensorboard]); a "
+             "step is an optimizer step, or a call of the first compiled graph")
+    profile_steps: tuple[int, int, int, int] = option(
+        (1, 1, 3, 1), "--profile-steps", metavar="WAIT,WARMUP,ACTIVE,REPEAT", type=steps,
+        show=lambda s: ",".join(map(str, s)),
+        help="torch.profiler's schedule in steps (default %(default)s: bounded however long "
+             "the program runs)")
+    progress: bool = False            # rich status line and progress bars on stderr (a terminal)
 
     def __post_init__(self) -> None:
-        if self.values not in VALUE_TIERS:
-            raise ValueError(f"values must be one of {VALUE_TIERS}, not {self.values!r}")
-        if self.localize not in LOCALIZE_MODES:
-            raise ValueError(f"localize must be one of {LOCALIZE_MODES}, not {self.localize!r}")
+        for name, default, flag in flags(CaptureOptions):
+            allowed = (flag.choices or ()) + ((None,) if default is None else ())
+            if flag.choices and getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {flag.choices}, "
+                                 f"not {getattr(self, name)!r}")
         if self.keep is not None:
             re.compile(self.keep)  # re.error for a bad pattern, before anything runs
+        s = self.profile_steps
+        if len(s) != 4 or not all(isinstance(n, int) and n >= 0 for n in s) or s[2] < 1:
+            raise ValueError(f"profile_steps must be (wait, warmup, active, repeat) counts, "
+                             f"active at least 1, not {s!r}")
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "CaptureOptions":
@@ -48,3 +162,11 @@ class CaptureOptions:
         if unknown:
             raise TypeError(f"unknown capture option(s) {unknown}; known: {sorted(known)}")
         return cls(**kwargs)
+
+    @classmethod
+    def from_flags(cls, parsed: dict[str, Any], **more: Any) -> "CaptureOptions":
+        """Options from a parsed command line (by field name, in the command
+        line's units) and ``more`` options that are not on it."""
+        return cls(**{name: flag.convert(parsed[name]) if flag.convert else parsed[name]
+                      for name, _, flag in flags(cls)}, **more)
+

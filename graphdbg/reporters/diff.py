@@ -9,6 +9,10 @@ the first place where shapes or values part ways (in A's order), lines that
 ran compiled in one run and eager in the other, and the lines whose time
 changed most. Reads run files only (no torch), through graphdbg.runfile.query.
 
+`diff_runs` returns what it found as frozen records (`RunDiff`, holding
+`RunSide`, `OpDifference`, `GraphBoundary`, `CompiledInOneRun`, `LineTiming`);
+`render` draws them as text, `RunDiff.as_dict()` is the `--json` document.
+
 Memory does not grow with the number of ops: occurrence counts per (line,
 op, phase) come from SQL, and the two op streams are merged in execution
 order, holding only the ops whose twin in the other run is not read yet.
@@ -22,6 +26,7 @@ import sys
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.format import brief, ms, short
 from ..runfile.query import Op, Run
@@ -29,6 +34,135 @@ from ..runfile.query import Op, Run
 JSON_SCHEMA = "graphdbg-diff/1"
 
 Group = tuple  # (file, line, op, phase): where and what an eager op is
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None  # JSON has no inf: null
+
+
+# -- what a diff finds: frozen records; `as_dict()` is the JSON as documented ----------
+
+@dataclass(frozen=True, slots=True)
+class RunSide:
+    """One of the two runs, as the diff's heading names it."""
+    file: str                      # the path as given
+    argv: list | None
+    stance: str | None
+    graphs: int
+    ops: int                       # eager ops recorded
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "argv": self.argv, "stance": self.stance,
+                "graphs": self.graphs, "ops": self.ops}
+
+
+@dataclass(frozen=True, slots=True)
+class OpDifference:
+    """An aligned pair of eager ops (the `occurrence`-th of `op` at the line)
+    whose shapes (`what` "shape": `a`, `b` the shapes) or values ("values":
+    `a`, `b` the summaries of output `output`) differ."""
+    what: str
+    file: str | None
+    line: int | None
+    code: str | None
+    op: str
+    occurrence: int
+    a: Any
+    b: Any
+    output: int | None = None      # "values" only
+    rel_diff: float = math.inf     # relative difference; inf for a shape, NaN or Inf
+
+    def as_dict(self) -> dict:
+        d = {"what": self.what, "file": self.file, "line": self.line, "code": self.code,
+             "op": self.op, "occurrence": self.occurrence}
+        if self.what == "values":
+            d.update(output=self.output, rel_diff=_finite(self.rel_diff))
+        d.update(a=self.a, b=self.b)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class GraphBoundary:
+    """A compiled graph's output (call `call`, run `compiled_in`) against the
+    value the other run computed eagerly at the graph's output line."""
+    file: str
+    line: int | None
+    code: str | None
+    compiled_in: str               # "A" | "B"
+    graph: int
+    call: int
+    rel_diff: float                # inf for NaN/Inf counts that differ
+    compiled: dict | None          # value summaries
+    eager: dict | None
+
+    def as_dict(self) -> dict:
+        return {"what": "graph output", "file": self.file, "line": self.line, "code": self.code,
+                "compiled_in": self.compiled_in, "graph": self.graph, "call": self.call,
+                "rel_diff": _finite(self.rel_diff), "compiled": self.compiled, "eager": self.eager}
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledInOneRun:
+    """A line that ran inside a compiled graph in run `compiled_in` and as
+    eager ops in the other."""
+    compiled_in: str
+    file: str
+    line: int | None
+
+    def as_dict(self) -> dict:
+        return {"compiled_in": self.compiled_in, "file": self.file, "line": self.line}
+
+
+@dataclass(frozen=True, slots=True)
+class LineTiming:
+    """Time at a source line in each run (eager ops + compiled calls)."""
+    file: str | None
+    line: int | None
+    a_ns: int
+    b_ns: int
+
+    @property
+    def delta_ns(self) -> int:
+        return self.b_ns - self.a_ns
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "a_ns": self.a_ns, "b_ns": self.b_ns,
+                "delta_ns": self.delta_ns}
+
+
+@dataclass(frozen=True, slots=True)
+class RunDiff:
+    """What `graphdbg diff A B` found (`diff_runs`)."""
+    a: RunSide
+    b: RunSide
+    aligned_ops: int
+    only_in_a: int
+    only_in_b: int
+    first_divergence: OpDifference | None
+    graph_boundaries: tuple[GraphBoundary, ...]
+    compiled_in_one_run: tuple[CompiledInOneRun, ...]   # the first 50, by place
+    timing: tuple[LineTiming, ...]                      # the 15 most changed
+
+    @property
+    def differs(self) -> bool:
+        """Whether values or shapes differ (`graphdbg diff` exits 1)."""
+        return bool(self.first_divergence or self.graph_boundaries)
+
+    def as_dict(self) -> dict:
+        """The JSON document (docs/report-json.md, schema graphdbg-diff/1)."""
+        return {
+            "schema": JSON_SCHEMA, "a": self.a.as_dict(), "b": self.b.as_dict(),
+            "aligned_ops": self.aligned_ops, "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "first_divergence": (self.first_divergence.as_dict() if self.first_divergence
+                                 else None),
+            "graph_boundaries": [g.as_dict() for g in self.graph_boundaries],
+            "compiled_in_one_run": [c.as_dict() for c in self.compiled_in_one_run],
+            "timing": [t.as_dict() for t in self.timing],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=1, default=str)
 
 
 @dataclass
@@ -79,22 +213,21 @@ _UNINITIALISED = ("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.n
                   "aten.new_empty_strided", "aten.empty_permuted")
 
 
-def compare_ops(a: Op, b: Op, k: int, rtol: float) -> dict | None:
+def compare_ops(a: Op, b: Op, k: int, rtol: float) -> OpDifference | None:
+    """How the k-th ops of a group differ in two runs, if they do."""
     if a.op.startswith(_UNINITIALISED):
         return None
     # identical JSON text is always close (for rtol >= 0): no parsing on the common path
     if rtol >= 0 and a.shapes_json == b.shapes_json and a.stats_json == b.stats_json:
         return None
-    where = {"file": a.file, "line": a.line, "code": a.code}
     if a.shapes != b.shapes:
-        return {"what": "shape", **where, "op": a.op, "occurrence": k,
-                "a": a.shapes, "b": b.shapes}
+        return OpDifference("shape", a.file, a.line, a.code, a.op, k, a.shapes, b.shapes)
     for i, (sa, sb) in enumerate(zip(a.stats or [], b.stats or [])):
         close, rel = _stats_close(sa, sb, rtol)
         if not close:
-            return {"what": "values", **where, "op": a.op, "occurrence": k,
-                    "output": i, "rel_diff": rel if math.isfinite(rel) else None,
-                    "a": sa, "b": sb}
+            # a NaN difference counts as infinite, as the TUI sorts and JSON writes it (null)
+            return OpDifference("values", a.file, a.line, a.code, a.op, k, sa, sb, i,
+                                rel if math.isfinite(rel) else math.inf)
     return None
 
 
@@ -159,9 +292,9 @@ class AlignedOps:
                         yield key, a, b
 
 
-def first_value_divergence(A: Side, B: Side, rtol: float) -> dict | None:
+def first_value_divergence(A: Side, B: Side, rtol: float) -> OpDifference | None:
     """The first aligned op, in A's order, whose shapes or values differ."""
-    best: tuple[int, dict] | None = None             # (A seq, divergence)
+    best: tuple[int, OpDifference] | None = None     # (A seq, divergence)
     pairs = AlignedOps(A, B)
     for key, a, b in pairs:
         if best is None or a.seq < best[0]:
@@ -172,7 +305,7 @@ def first_value_divergence(A: Side, B: Side, rtol: float) -> dict | None:
     return best[1] if best else None
 
 
-def graph_boundaries(A: Side, B: Side, rtol: float) -> list[dict]:
+def graph_boundaries(A: Side, B: Side, rtol: float) -> list[GraphBoundary]:
     """Outputs of compiled graphs in one run against the values the other run
     computed eagerly at the graph's output line."""
     found = []
@@ -199,100 +332,89 @@ def graph_boundaries(A: Side, B: Side, rtol: float) -> list[dict]:
             stats = matches[k].stats
             close, rel = _stats_close(out.get("stats"), (stats or [None])[0], rtol)
             if not close:
-                found.append({"what": "graph output", "file": where[0], "line": where[1],
-                              "code": where[2], "compiled_in": src_name, "graph": c.graph_id,
-                              "call": c.call_idx, "rel_diff": rel if math.isfinite(rel) else None,
-                              "compiled": out.get("stats"), "eager": stats[0] if stats else None})
+                found.append(GraphBoundary(
+                    where[0], where[1], where[2], src_name, c.graph_id, c.call_idx,
+                    rel if math.isfinite(rel) else math.inf, out.get("stats"),
+                    stats[0] if stats else None))
                 break
     return found
 
 
-def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> dict:
+def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> RunDiff:
     with Run(path_a) as ra, Run(path_b) as rb:
         A, B = read_side(ra), read_side(rb)
         first = first_value_divergence(A, B, rtol)
         boundaries = graph_boundaries(A, B, rtol)
-        n_ops = ra.count("ops"), rb.count("ops")
-    compiled_only = []
-    for name, X, Y in (("A", A, B), ("B", B, A)):
-        for line in X.covered:
-            if line not in Y.covered and line in Y.op_lines:
-                compiled_only.append({"compiled_in": name, "file": line[0], "line": line[1]})
-    timing = []
-    for line in set(A.time_by_line) | set(B.time_by_line):
-        ta, tb = A.time_by_line.get(line, 0), B.time_by_line.get(line, 0)
-        timing.append({"file": line[0], "line": line[1], "a_ns": ta, "b_ns": tb, "delta_ns": tb - ta})
+        sides = [RunSide(path, r.meta.get("argv"), r.meta.get("stance"), s.graphs,
+                         r.count("ops")) for path, r, s in ((path_a, ra, A), (path_b, rb, B))]
+    compiled_only = [CompiledInOneRun(name, *line)
+                     for name, X, Y in (("A", A, B), ("B", B, A))
+                     for line in X.covered if line not in Y.covered and line in Y.op_lines]
+    timing = [LineTiming(*line, A.time_by_line.get(line, 0), B.time_by_line.get(line, 0))
+              for line in set(A.time_by_line) | set(B.time_by_line)]
     # ties by place, so that the same runs always give the same list
-    timing.sort(key=lambda t: (-abs(t["delta_ns"]), t["file"],
-                               t["line"] if t["line"] is not None else -1))
+    timing.sort(key=lambda t: (-abs(t.delta_ns), t.file, t.line if t.line is not None else -1))
     aligned = sum(min(n, B.counts.get(g, 0)) for g, n in A.counts.items())
-    return {
-        "schema": JSON_SCHEMA,
-        "a": {"file": path_a, "argv": ra.meta.get("argv"), "stance": ra.meta.get("stance"),
-              "graphs": A.graphs, "ops": n_ops[0]},
-        "b": {"file": path_b, "argv": rb.meta.get("argv"), "stance": rb.meta.get("stance"),
-              "graphs": B.graphs, "ops": n_ops[1]},
-        "aligned_ops": aligned, "only_in_a": sum(A.counts.values()) - aligned,
-        "only_in_b": sum(B.counts.values()) - aligned,
-        "first_divergence": first,
-        "graph_boundaries": boundaries,
-        "compiled_in_one_run": sorted(compiled_only, key=lambda c: (c["file"], c["line"]))[:50],
-        "timing": timing[:15],
-    }
+    return RunDiff(
+        *sides, aligned, sum(A.counts.values()) - aligned, sum(B.counts.values()) - aligned,
+        first, tuple(boundaries),
+        tuple(sorted(compiled_only, key=lambda c: (c.file, c.line))[:50]), tuple(timing[:15]))
 
 
-def render(doc: dict, console) -> None:
+def _side(name: str, s: RunSide) -> str:
+    from rich.markup import escape
+    return (f"{name}={escape(s.file)} (stance {s.stance or 'default'}, {s.graphs} graphs, "
+            f"{s.ops} eager ops)")
+
+
+def render(diff: RunDiff, console) -> None:
+    """`graphdbg diff` as text on a rich console."""
     from rich.markup import escape
     from rich.table import Table
 
-    console.print(f"[bold]graphdbg diff[/] A={escape(doc['a']['file'])} "
-                  f"(stance {doc['a']['stance'] or 'default'}, {doc['a']['graphs']} graphs, "
-                  f"{doc['a']['ops']} eager ops)  B={escape(doc['b']['file'])} "
-                  f"(stance {doc['b']['stance'] or 'default'}, {doc['b']['graphs']} graphs, "
-                  f"{doc['b']['ops']} eager ops)")
-    console.print(f"aligned {doc['aligned_ops']} eager ops by line, op and occurrence; "
-                  f"{doc['only_in_a']} only in A, {doc['only_in_b']} only in B")
-    first = doc["first_divergence"]
+    console.print(f"[bold]graphdbg diff[/] {_side('A', diff.a)}  {_side('B', diff.b)}")
+    console.print(f"aligned {diff.aligned_ops} eager ops by line, op and occurrence; "
+                  f"{diff.only_in_a} only in A, {diff.only_in_b} only in B")
+    first = diff.first_divergence
     console.print()
     if first:
-        console.print(f"[red]✖ first divergence ({first['what']})[/] "
-                      f"[cyan]{escape(short(first['file']))}:{first['line']}[/] {escape(first['op'])} "
-                      f"(occurrence {first['occurrence']})")
-        if first.get("code"):
-            console.print(f"    [dim]{first['line']:>5} │[/] {escape(first['code'])}")
-        console.print(f"    A: {escape(str(first['a']))}\n    B: {escape(str(first['b']))}")
+        console.print(f"[red]✖ first divergence ({first.what})[/] "
+                      f"[cyan]{escape(short(first.file))}:{first.line}[/] {escape(first.op)} "
+                      f"(occurrence {first.occurrence})")
+        if first.code:
+            console.print(f"    [dim]{first.line:>5} │[/] {escape(first.code)}")
+        console.print(f"    A: {escape(str(first.a))}\n    B: {escape(str(first.b))}")
     else:
         console.print("[green]● no value or shape difference among aligned eager ops[/]")
-    for g in doc["graph_boundaries"]:
-        console.print(f"[red]✖ compiled graph {g['graph']} (run {g['compiled_in']}) output differs[/] at "
-                      f"[cyan]{escape(short(g['file']))}:{g['line']}[/], call {g['call']}")
-        if g.get("code"):
-            console.print(f"    [dim]{g['line']:>5} │[/] {escape(g['code'])}")
-        console.print(f"    compiled: {escape(str(g['compiled']))}\n    eager:    {escape(str(g['eager']))}")
-    if doc["compiled_in_one_run"]:
-        console.print(f"{len(doc['compiled_in_one_run'])} lines ran compiled in one run and eagerly "
-                      f"in the other (e.g. {escape(brief(doc['compiled_in_one_run'][0]['file']))}:"
-                      f"{doc['compiled_in_one_run'][0]['line']})")
-    if doc["timing"]:
+    for g in diff.graph_boundaries:
+        console.print(f"[red]✖ compiled graph {g.graph} (run {g.compiled_in}) output differs[/] at "
+                      f"[cyan]{escape(short(g.file))}:{g.line}[/], call {g.call}")
+        if g.code:
+            console.print(f"    [dim]{g.line:>5} │[/] {escape(g.code)}")
+        console.print(f"    compiled: {escape(str(g.compiled))}\n    eager:    {escape(str(g.eager))}")
+    if diff.compiled_in_one_run:
+        c = diff.compiled_in_one_run[0]
+        console.print(f"{len(diff.compiled_in_one_run)} lines ran compiled in one run and eagerly "
+                      f"in the other (e.g. {escape(brief(c.file))}:{c.line})")
+    if diff.timing:
         console.print()
         console.rule("Time per source line (eager ops + compiled calls)", align="left")
         t = Table(box=None, header_style="bold", pad_edge=False)
         for col, just in (("where", "left"), ("A", "right"), ("B", "right"), ("B-A", "right")):
             t.add_column(col, justify=just)
-        for r in doc["timing"][:10]:
-            sign = "+" if r["delta_ns"] >= 0 else "-"
-            t.add_row(escape(f"{brief(r['file'])}:{r['line']}"), ms(r["a_ns"]), ms(r["b_ns"]),
-                      sign + ms(abs(r["delta_ns"])))
+        for r in diff.timing[:10]:
+            sign = "+" if r.delta_ns >= 0 else "-"
+            t.add_row(escape(f"{brief(r.file)}:{r.line}"), ms(r.a_ns), ms(r.b_ns),
+                      sign + ms(abs(r.delta_ns)))
         console.print(t)
 
 
 def main(a: str, b: str, as_json: bool, rtol: float) -> int:
     """`graphdbg diff A B`: exit 1 when values or shapes differ."""
-    doc = diff_runs(a, b, rtol=rtol)
+    diff = diff_runs(a, b, rtol=rtol)
     if as_json:
-        json.dump(doc, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        sys.stdout.write(diff.to_json() + "\n")
     else:
         from rich.console import Console
-        render(doc, Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 120))
-    return 1 if doc["first_divergence"] or doc["graph_boundaries"] else 0
+        render(diff, Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 120))
+    return 1 if diff.differs else 0

@@ -36,7 +36,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Collection, Iterable, Iterator
 
 from ..core.errors import GraphdbgError
-from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION
+from .details import FindingDetail, parse as parse_detail
+from .records import (CallRow, DiagnosticRow, FrameRow, NodeRow, NodeValueRow, OpRow,
+                      OpSummaryRow, StackRow, TensorRow)
+from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION, columns, select
 from ..core.sourcemap import original_function
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
@@ -378,7 +381,7 @@ class Finding:
     graph_id: int | None
     node: str | None
     op: str | None
-    detail: Any
+    detail: FindingDetail | None  # typed per kind (details.py); None: none stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,22 +523,31 @@ class Run:
             return GraphdbgError(f"{self.path} is damaged ({_excerpt(exc)})")
         raise exc  # misuse (say wrong parameters): a bug of ours, not the file's fault
 
-    def _rows(self, sql: str, args: Iterable = ()) -> list[sqlite3.Row]:
+    # Rows come as sqlite3.Row, read by column name; or, given a ``record`` of
+    # graphdbg/runfile/records.py and a `schema.select` of it, as that record
+    def _execute(self, sql: str, args: Iterable, record: type | None) -> sqlite3.Cursor:
+        cur = self._db().cursor()
+        if record is not None:
+            cur.row_factory = None  # plain tuples, made into records: cheaper than sqlite3.Row
+        return cur.execute(sql, tuple(args))
+
+    def _rows(self, sql: str, args: Iterable = (), record: type | None = None) -> list:
         try:
-            return self._db().execute(sql, tuple(args)).fetchall()
+            rows = self._execute(sql, args, record).fetchall()
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
+        return rows if record is None else list(map(record._make, rows))
 
-    def _batches(self, sql: str, args: Iterable = ()) -> Iterator[list[sqlite3.Row]]:
+    def _batches(self, sql: str, args: Iterable = (), record: type | None = None) -> Iterator[list]:
         try:
-            cur = self._db().execute(sql, tuple(args))
+            cur = self._execute(sql, args, record)
             while rows := cur.fetchmany(1000):
-                yield rows
+                yield rows if record is None else list(map(record._make, rows))
         except sqlite3.Error as exc:
             raise self._fail(exc) from None
 
-    def _iter(self, sql: str, args: Iterable = ()) -> Iterator[sqlite3.Row]:
-        for rows in self._batches(sql, args):
+    def _iter(self, sql: str, args: Iterable = (), record: type | None = None) -> Iterator:
+        for rows in self._batches(sql, args, record):
             yield from rows
 
     def close(self) -> None:
@@ -565,7 +577,7 @@ class Run:
         """Rows in a table of the run file."""
         if not re.fullmatch(r"[a-z_]+", table):
             raise ValueError(f"not a table name: {table!r}")
-        return self._rows(f"SELECT COUNT(*) FROM {table}")[0][0]
+        return self._rows(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"]
 
     # -- frames and stacks -----------------------------------------------------------
     def _resolve(self, ids: Iterable[int | None]) -> dict[int, Frame]:
@@ -577,9 +589,9 @@ class Run:
         found: dict[int, Frame] = {}
         for start in range(0, len(missing), _CHUNK):
             part = missing[start:start + _CHUNK]
-            for r in self._rows("SELECT id, file, line, function, code FROM frames "
-                                f"WHERE id IN ({','.join('?' * len(part))})", part):
-                found[r[0]] = Frame(r[1], r[2], r[3], r[4], r[0])
+            for fr in self._rows(select(FrameRow) + f"WHERE id IN ({','.join('?' * len(part))})",
+                                 part, FrameRow):
+                found[fr.id] = Frame(fr.file, fr.line, fr.function, fr.code, fr.id)
         if found:
             with self._lock:
                 if len(self._frames) + len(found) > _FRAME_CACHE_MAX:
@@ -597,9 +609,9 @@ class Run:
         ids: dict[int, list[int]] = {}
         for start in range(0, len(want), _CHUNK):
             part = want[start:start + _CHUNK]
-            for r in self._rows(f"SELECT id, frames FROM stacks WHERE id IN "
-                                f"({','.join('?' * len(part))})", part):
-                ids[r[0]] = json.loads(r[1])
+            for s in self._rows(select(StackRow) + f"WHERE id IN ({','.join('?' * len(part))})",
+                                part, StackRow):
+                ids[s.id] = json.loads(s.frames)
         return ids
 
     def stack(self, stack_id: int | None) -> tuple[Frame, ...]:
@@ -625,9 +637,15 @@ class Run:
 
     @staticmethod
     def _graph(r: sqlite3.Row) -> Graph:
-        return Graph(*r[:16], calls=r[16] or 0, total_call_ns=r[17] or 0,
-                     min_call_ns=r[18], max_call_ns=r[19], eager_ref_ns=r[20],
-                     steady_call_ns=r[21])
+        return Graph(id=r["id"], compile_id=r["compile_id"], backend=r["backend"],
+                     function=r["code_name"], file=r["code_file"], line=r["code_line"],
+                     user_frame=r["user_frame"], stack_id=r["stack"], status=r["status"],
+                     error=r["error"], n_nodes=r["n_nodes"], n_ops=r["n_ops"],
+                     n_inputs=r["n_inputs"], compile_time_s=r["compile_time_s"],
+                     backend_time_s=r["backend_time_s"], created_seq=r["created_seq"],
+                     calls=r["calls"] or 0, total_call_ns=r["total_ns"] or 0,
+                     min_call_ns=r["min_ns"], max_call_ns=r["max_ns"],
+                     eager_ref_ns=r["eager_ns"], steady_call_ns=r["steady_ns"])
 
     def graphs(self) -> list[Graph]:
         """Every graph, by id (graphs are few; the graph code is left out)."""
@@ -643,9 +661,9 @@ class Run:
                           "LIMIT 1", ("py_spy_samples",))
         if not rows:
             return None
-        meta = (_loads(rows[0][0]) or {}).get("py_spy_samples") or {}
-        lines = tuple(SampledLine(str(r[0]), int(r[1]), str(r[2]), int(r[3]))
-                      for r in (_loads(rows[0][1]) or []))
+        meta = (_loads(rows[0]["metadata"]) or {}).get("py_spy_samples") or {}
+        lines = tuple(SampledLine(str(file), int(line), str(function), int(n))
+                      for file, line, function, n, *_ in (_loads(rows[0]["payload"]) or []))
         return Sampling(int(meta.get("samples") or 0), int(meta.get("rate") or 0),
                         str(meta.get("file") or ""), lines)
 
@@ -755,20 +773,24 @@ class Run:
     def graph_code(self, graph_id: int) -> str | None:
         """The Python code of a graph as Dynamo captured it."""
         rows = self._rows("SELECT graph_code FROM graphs WHERE id = ?", (graph_id,))
-        return rows[0][0] if rows else None
+        return rows[0]["graph_code"] if rows else None
 
     _NODE_SQL = (
-        "SELECT n.graph_id, n.idx, n.name, n.op, n.target, n.args, n.shapes, n.dtypes, "
-        "n.module_path, n.module_class, t.eager_ns, n.user_frame, n.stack FROM nodes n "
+        f"SELECT {columns(NodeRow, 'n')}, t.eager_ns FROM nodes n "
         "LEFT JOIN node_times t ON t.graph_id = n.graph_id AND t.node = n.name ")
 
     def _nodes(self, rows: list[sqlite3.Row]) -> list[Node]:
-        frames = self._resolve(r[11] for r in rows)
+        frames = self._resolve(r["user_frame"] for r in rows)
         out = []
         for r in rows:
-            f = self._at(r[11], frames)
-            out.append(Node(r[0], r[1], r[2], r[3], r[4], r[5], _loads(r[6]), _loads(r[7]),
-                            r[8], r[9], r[10], r[11], r[12], f.file, f.line, f.function, f.code))
+            f = self._at(r["user_frame"], frames)
+            out.append(Node(
+                graph_id=r["graph_id"], idx=r["idx"], name=r["name"], op=r["op"],
+                target=r["target"], args=r["args"], shapes=_loads(r["shapes"]),
+                dtypes=_loads(r["dtypes"]), module_path=r["module_path"],
+                module_class=r["module_class"], eager_ns=r["eager_ns"],
+                user_frame=r["user_frame"], stack_id=r["stack"], file=f.file, line=f.line,
+                function=f.function, code=f.code))
         return out
 
     def nodes(self, graph_id: int, offset: int = 0, limit: int | None = None) -> list[Node]:
@@ -782,8 +804,8 @@ class Run:
         """How many nodes a graph has (those matching ``find``, as `node_page`)."""
         join, jargs = self._node_value_join(graph_id)
         where, args = self._node_find(graph_id, find, bool(join))
-        return self._rows("SELECT COUNT(*) FROM nodes n LEFT JOIN frames f ON f.id = n.user_frame "
-                          + join + "WHERE " + where, [*jargs, *args])[0][0]
+        return self._rows("SELECT COUNT(*) AS n FROM nodes n LEFT JOIN frames f ON f.id = n.user_frame "
+                          + join + "WHERE " + where, [*jargs, *args])[0]["n"]
 
     # sort keys of `node_page`: column name -> SQL (ties broken by graph order);
     # the value keys sort by the graph's default checked call (`node_value_call`)
@@ -880,37 +902,35 @@ class Run:
         for rows in self._batches(self._NODE_SQL + "ORDER BY n.graph_id, n.idx"):
             yield from self._nodes(rows)
 
-    _CALL_SQL = "SELECT seq, graph_id, call_idx, wall_ns, outputs FROM calls "
-
     @staticmethod
-    def _call(r: sqlite3.Row) -> Call:
-        return Call(r[0], r[1], r[2], r[3], json.loads(r[4] or "[]"))
+    def _call(c: CallRow) -> Call:
+        return Call(c.seq, c.graph_id, c.call_idx, c.wall_ns, json.loads(c.outputs or "[]"))
 
     def calls(self, graph_id: int | None = None, offset: int = 0,
               limit: int | None = 100) -> list[Call]:
         """A page of compiled calls (of one graph, or all), in call order."""
         where, args = ("WHERE graph_id = ? ", [graph_id]) if graph_id is not None else ("", [])
-        return [self._call(r) for r in self._rows(
-            self._CALL_SQL + where + "ORDER BY seq LIMIT ? OFFSET ?",
-            (*args, -1 if limit is None else limit, offset))]
+        return [self._call(c) for c in self._rows(
+            select(CallRow) + where + "ORDER BY seq LIMIT ? OFFSET ?",
+            (*args, -1 if limit is None else limit, offset), CallRow)]
 
     def iter_calls(self) -> Iterator[Call]:
         """Every compiled call, in call order."""
-        return map(self._call, self._iter(self._CALL_SQL + "ORDER BY seq"))
+        return map(self._call, self._iter(select(CallRow) + "ORDER BY seq", (), CallRow))
 
     # -- eager ops --------------------------------------------------------------------
     # frames come from the frame cache, not a join: a million ops share a few
     # thousand frames, and each joined row would copy their strings
-    _OP_SQL = ("SELECT seq, op, phase, time_ns, module_path, module_class, user_frame, stack, "
-               "shapes, dtypes, stats FROM ops ")
+    _OP_SQL = select(OpRow)
 
-    def _ops(self, rows: list[sqlite3.Row]) -> list[Op]:
-        frames = self._resolve(r[6] for r in rows)
+    def _ops(self, rows: list[OpRow]) -> list[Op]:
+        frames = self._resolve(o.user_frame for o in rows)
         out = []
-        for r in rows:
-            f = self._at(r[6], frames)
-            out.append(Op(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
-                          f.file, f.line, f.function, f.code, r[8], r[9], r[10]))
+        for o in rows:
+            f = self._at(o.user_frame, frames)
+            out.append(Op(o.seq, o.op, o.phase, o.time_ns, o.module_path, o.module_class,
+                          o.user_frame, o.stack, f.file, f.line, f.function, f.code,
+                          o.shapes, o.dtypes, o.stats))
         return out
 
     def ops(self, offset: int = 0, limit: int | None = 100, *,
@@ -920,7 +940,7 @@ class Run:
         of counting `offset` rows: constant time deep into a large run."""
         where, args = ("WHERE seq > ? ", [after_seq]) if after_seq is not None else ("", [])
         return self._ops(self._rows(self._OP_SQL + where + "ORDER BY seq LIMIT ? OFFSET ?",
-                                    (*args, -1 if limit is None else limit, offset)))
+                                    (*args, -1 if limit is None else limit, offset), OpRow))
 
     def iter_ops(self, *, lines: Collection[tuple[str, int]] | None = None,
                  phase: str | None = None) -> Iterator[Op]:
@@ -937,19 +957,19 @@ class Run:
             where.append("phase = ?")
             args.append(phase)
         for rows in self._batches(self._OP_SQL + (f"WHERE {' AND '.join(where)} " if where else "")
-                                  + "ORDER BY seq", args):
+                                  + "ORDER BY seq", args, OpRow):
             yield from self._ops(rows)
 
     def _frame_ids_at(self, lines: Collection[tuple[str, int]]) -> list[int]:
         want = set(lines)
-        return [r[0] for r in self._iter("SELECT id, file, line FROM frames")
-                if (r[1], r[2]) in want]
+        return [fid for fid, file, line in self._iter("SELECT id, file, line FROM frames")
+                if (file, line) in want]
 
     def _by_line(self, sql: str) -> dict[tuple, int]:
         """Rows (frame id, ..., n) summed per (file, line, ...) of the frame;
         a missing frame counts as (None, None)."""
         rows = self._rows(sql)
-        frames = self._resolve(r[0] for r in rows)
+        frames = self._resolve(fid for fid, *_ in rows)
         out: dict[tuple, int] = {}
         for fid, *rest, n in rows:
             f = self._at(fid, frames)
@@ -965,21 +985,21 @@ class Run:
 
     def op_stats(self, limit: int | None = 20) -> list[OpStat]:
         """The op summary, most total time first."""
-        rows = self._rows("SELECT op, phase, user_frame, module_path, count, total_ns, max_ns "
-                          "FROM op_summary ORDER BY total_ns DESC LIMIT ?",
-                          (-1 if limit is None else limit,))
-        frames = self._resolve(r[2] for r in rows)
+        rows = self._rows(select(OpSummaryRow) + "ORDER BY total_ns DESC LIMIT ?",
+                          (-1 if limit is None else limit,), OpSummaryRow)
+        frames = self._resolve(s.user_frame for s in rows)
         out = []
-        for r in rows:
-            f = self._at(r[2], frames)
-            out.append(OpStat(r[0], r[1], r[4], r[5], r[6], r[3] or None, r[2],
-                              f.file, f.line, f.function, f.code))
+        for s in rows:
+            f = self._at(s.user_frame, frames)
+            out.append(OpStat(s.op, s.phase, s.count, s.total_ns, s.max_ns, s.module_path or None,
+                              s.user_frame, f.file, f.line, f.function, f.code))
         return out
 
     def eager_totals(self) -> tuple[int, int]:
         """(ops, total ns) of every eager op, recorded one by one or not."""
-        r = self._rows("SELECT COALESCE(SUM(count),0), COALESCE(SUM(total_ns),0) FROM op_summary")
-        return r[0][0], r[0][1]
+        r = self._rows("SELECT COALESCE(SUM(count),0) AS ops, COALESCE(SUM(total_ns),0) AS ns "
+                       "FROM op_summary")[0]
+        return r["ops"], r["ns"]
 
     # -- findings ---------------------------------------------------------------------
     def findings(self, kind: str | Collection[str] | None = None,
@@ -993,38 +1013,38 @@ class Run:
                 where.append(f"{col} IN ({','.join('?' * len(vals))})")
                 args += vals
         rows = self._rows(
-            "SELECT id, kind, severity, message, reason, hint, user_frame, stack, count, "
-            "compile_ids, graph_id, node, op, detail FROM diagnostics "
+            select(DiagnosticRow)
             + (f"WHERE {' AND '.join(where)} " if where else "")
             + "ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 "
-              "WHEN 'info' THEN 2 ELSE 9 END, id", args)
-        stacks = self._stack_ids(r[7] for r in rows)
+              "WHEN 'info' THEN 2 ELSE 9 END, id", args, DiagnosticRow)
+        stacks = self._stack_ids(d.stack for d in rows)
         # every frame of every finding and stack in one query
-        frames = self._resolve([r[6] for r in rows] + [i for v in stacks.values() for i in v])
+        frames = self._resolve([d.user_frame for d in rows] + [i for v in stacks.values() for i in v])
         out = []
-        for r in rows:
-            f = self._at(r[6], frames)
-            stack = tuple(frames[i] for i in stacks.get(r[7], ()) if i in frames)
+        for d in rows:
+            f = self._at(d.user_frame, frames)
+            stack = tuple(frames[i] for i in stacks.get(d.stack, ()) if i in frames)
             out.append(Finding(
-                id=r[0], kind=r[1], severity=r[2], message=r[3], reason=r[4], hint=r[5],
-                user_frame=r[6], file=f.file, line=f.line, function=f.function, code=f.code,
-                stack_id=r[7], stack=stack, count=r[8],
-                compile_ids=tuple(json.loads(r[9] or "[]")), graph_id=r[10], node=r[11],
-                op=r[12], detail=_loads(r[13])))
+                id=d.id, kind=d.kind, severity=d.severity, message=d.message, reason=d.reason,
+                hint=d.hint, user_frame=d.user_frame, file=f.file, line=f.line,
+                function=f.function, code=f.code, stack_id=d.stack, stack=stack, count=d.count,
+                compile_ids=tuple(json.loads(d.compile_ids or "[]")), graph_id=d.graph_id,
+                node=d.node,
+                op=d.op, detail=parse_detail(d.kind, _loads(d.detail))))
         return out
 
     def finding_counts(self) -> dict[str, KindCount]:
         """Per kind: how many findings, and how often they were hit."""
-        return {r[0]: KindCount(r[1], r[2] or 0) for r in self._rows(
-            "SELECT kind, COUNT(*), SUM(count) FROM diagnostics GROUP BY kind ORDER BY kind")}
+        return {r["kind"]: KindCount(r["sites"], r["hits"] or 0) for r in self._rows(
+            "SELECT kind, COUNT(*) AS sites, SUM(count) AS hits FROM diagnostics "
+            "GROUP BY kind ORDER BY kind")}
 
     # -- where the time goes ----------------------------------------------------------
     def hot_nodes(self, limit: int | None = 20) -> list[Node]:
         """Graph nodes (call_* only) by their time in the eager reference run,
         slowest first."""
         return self._nodes(self._rows(
-            "SELECT n.graph_id, n.idx, n.name, n.op, n.target, n.args, n.shapes, n.dtypes, "
-            "n.module_path, n.module_class, t.eager_ns, n.user_frame, n.stack "
+            f"SELECT {columns(NodeRow, 'n')}, t.eager_ns "
             "FROM node_times t JOIN nodes n ON n.graph_id = t.graph_id AND n.name = t.node "
             "WHERE n.op LIKE 'call_%' ORDER BY t.eager_ns DESC LIMIT ?",
             (-1 if limit is None else limit,)))
@@ -1080,10 +1100,10 @@ class Run:
     def source(self, file: str) -> str | None:
         """The snapshot of a user file taken during the run."""
         rows = self._rows("SELECT text FROM sources WHERE file = ?", (file,))
-        return rows[0][0] if rows else None
+        return rows[0]["text"] if rows else None
 
     def source_files(self) -> list[str]:
-        return [r[0] for r in self._rows("SELECT file FROM sources ORDER BY file")]
+        return [r["file"] for r in self._rows("SELECT file FROM sources ORDER BY file")]
 
     def source_lines(self, file: str) -> list[SourceLine]:
         """A snapshotted file line by line, with the time spent at each line
@@ -1112,14 +1132,13 @@ class Run:
         """Kept tensors of one owner (`op:12`, `call:7`), in the order kept;
         without an owner, every one (all their bytes: up to the tensor budget)."""
         where, args = ("WHERE owner = ? ", (owner,)) if owner is not None else ("", ())
-        return [KeptTensor(r[0], r[1], r[2], bytes(r[3])) for r in self._rows(
-            "SELECT id, owner, name, safetensors FROM tensors " + where + "ORDER BY id", args)]
+        return [KeptTensor(t.id, t.owner, t.name, bytes(t.safetensors)) for t in self._rows(
+            select(TensorRow) + where + "ORDER BY id", args, TensorRow)]
 
     # -- node values (eager vs compiled per node; schema 2) ----------------------------
     _NODE_VALUE_SQL = (
-        "SELECT v.graph_id, v.call_idx, v.node, n.idx, n.op, n.target, v.status, v.kind, "
-        "v.compiled_from, v.max_abs, v.max_rel, v.eager_vs_fp64, v.compiled_vs_fp64, "
-        "v.eager_stats, v.compiled_stats, v.fp64_stats, t.eager_ns, n.module_path, n.user_frame "
+        f"SELECT {columns(NodeValueRow, 'v')}, n.idx, n.op, n.target, t.eager_ns, "
+        "n.module_path, n.user_frame "
         # nodes first, in their primary-key order (graph, idx); each node's value
         # and time by their primary keys: a page costs its rows, not the graph
         "FROM nodes n CROSS JOIN node_values v ON v.graph_id = n.graph_id AND v.node = n.name "
@@ -1149,21 +1168,26 @@ class Run:
         return where, args
 
     def _node_value_records(self, rows: list[sqlite3.Row]) -> list[NodeValue]:
-        frames = self._resolve(r[18] for r in rows)
+        frames = self._resolve(r["user_frame"] for r in rows)
         out = []
         for r in rows:
-            f = self._at(r[18], frames)
-            out.append(NodeValue(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-                                 r[10], r[11], r[12], _loads(r[13]), _loads(r[14]),
-                                 _loads(r[15]), r[16], r[17], r[18], f.file, f.line,
-                                 f.function, f.code))
+            f = self._at(r["user_frame"], frames)
+            out.append(NodeValue(
+                graph_id=r["graph_id"], call_idx=r["call_idx"], node=r["node"], idx=r["idx"],
+                op=r["op"], target=r["target"], status=r["status"], kind=r["kind"],
+                compiled_from=r["compiled_from"], max_abs=r["max_abs"], max_rel=r["max_rel"],
+                eager_vs_fp64=r["eager_vs_fp64"], compiled_vs_fp64=r["compiled_vs_fp64"],
+                eager_stats=_loads(r["eager_stats"]), compiled_stats=_loads(r["compiled_stats"]),
+                fp64_stats=_loads(r["fp64_stats"]), eager_ns=r["eager_ns"],
+                module_path=r["module_path"], user_frame=r["user_frame"], file=f.file,
+                line=f.line, function=f.function, code=f.code))
         return out
 
     def node_value_graphs(self) -> list[int]:
         """Ids of the graphs that have per-node values."""
         if not self._has_node_values():
             return []
-        return [r[0] for r in self._rows(
+        return [r["graph_id"] for r in self._rows(
             "SELECT DISTINCT graph_id FROM node_values ORDER BY graph_id")]
 
     def node_value_calls(self, graph_id: int) -> list[int]:
@@ -1171,7 +1195,7 @@ class Run:
         call, and a later call whose divergence was localised), in order."""
         if not self._has_node_values():
             return []
-        return [r[0] for r in self._rows(
+        return [r["call_idx"] for r in self._rows(
             "SELECT DISTINCT call_idx FROM node_values WHERE graph_id = ? ORDER BY call_idx",
             (graph_id,))]
 
@@ -1183,7 +1207,7 @@ class Run:
         rows = self._rows(
             "SELECT call_idx FROM node_values WHERE graph_id = ? "
             "ORDER BY status != 'first divergent', call_idx LIMIT 1", (graph_id,))
-        return rows[0][0] if rows else None
+        return rows[0]["call_idx"] if rows else None
 
     def node_values(self, graph_id: int, call_idx: int | None = None, offset: int = 0,
                     limit: int | None = None, differing_only: bool = False) -> list[NodeValue]:
@@ -1211,8 +1235,8 @@ class Run:
         if before_idx is not None:
             where += " AND n.idx < ?"
             args = [*args, before_idx]
-        return self._rows("SELECT COUNT(*) FROM nodes n CROSS JOIN node_values v ON "
-                          "v.graph_id = n.graph_id AND v.node = n.name " + where, args)[0][0]
+        return self._rows("SELECT COUNT(*) AS n FROM nodes n CROSS JOIN node_values v ON "
+                          "v.graph_id = n.graph_id AND v.node = n.name " + where, args)[0]["n"]
 
     def first_divergent_node(self, graph_id: int) -> NodeValue | None:
         """The node localisation named ('first divergent', earliest call),
@@ -1223,8 +1247,8 @@ class Run:
         for status in ("first divergent", "differs"):
             # the call first (node_values alone), then the node by graph order
             # within it (the joined query wants the call to use its index)
-            call = self._rows("SELECT MIN(call_idx) FROM node_values WHERE graph_id = ? "
-                              "AND status = ?", (graph_id, status))[0][0]
+            call = self._rows("SELECT MIN(call_idx) AS call_idx FROM node_values "
+                              "WHERE graph_id = ? AND status = ?", (graph_id, status))[0]["call_idx"]
             if call is not None:
                 rows = self._rows(
                     self._NODE_VALUE_SQL + "WHERE n.graph_id = ? AND v.call_idx = ? AND "

@@ -23,86 +23,35 @@ import threading
 import time
 from typing import Any, Iterable
 
-from .schema import FORMAT, SCHEMA_VERSION  # shared with the reader
+from .details import Detail
+from .records import (CallRow, DiagnosticRow, EventRow, FrameRow, GraphRow, MetaRow, NodeRow,
+                      NodeTimeRow, NodeValueRow, OpRow, OpSummaryRow, SourceRow, StackRow,
+                      TensorRow)
+from .schema import FORMAT, SCHEMA, SCHEMA_VERSION, insert  # shared with the reader
 from ..core.sourcemap import Frame, code_line, is_internal
 
-SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE sources (file TEXT PRIMARY KEY, sha1 TEXT, text TEXT);
-CREATE TABLE frames (
-    id INTEGER PRIMARY KEY, file TEXT, line INTEGER, function TEXT, code TEXT,
-    internal INTEGER);
-CREATE TABLE stacks (id INTEGER PRIMARY KEY, frames TEXT);
-CREATE TABLE graphs (
-    id INTEGER PRIMARY KEY, compile_id TEXT, backend TEXT,
-    code_name TEXT, code_file TEXT, code_line INTEGER,
-    user_frame INTEGER, stack INTEGER,
-    n_nodes INTEGER, n_ops INTEGER, n_inputs INTEGER,
-    backend_time_s REAL, compile_time_s REAL, status TEXT, error TEXT,
-    graph_code TEXT, created_seq INTEGER);
-CREATE TABLE nodes (
-    graph_id INTEGER, idx INTEGER, name TEXT, op TEXT, target TEXT,
-    shapes TEXT, dtypes TEXT, user_frame INTEGER, stack INTEGER,
-    module_path TEXT, module_class TEXT, args TEXT,
-    PRIMARY KEY (graph_id, idx));
-CREATE TABLE calls (
-    seq INTEGER PRIMARY KEY, graph_id INTEGER, call_idx INTEGER,
-    wall_ns INTEGER, outputs TEXT);
-CREATE TABLE ops (
-    seq INTEGER PRIMARY KEY, op TEXT, phase TEXT, shapes TEXT, dtypes TEXT,
-    stats TEXT, time_ns INTEGER, user_frame INTEGER, stack INTEGER,
-    module_path TEXT, module_class TEXT);
-CREATE TABLE op_summary (
-    op TEXT, phase TEXT, user_frame INTEGER, module_path TEXT,
-    count INTEGER, total_ns INTEGER, max_ns INTEGER,
-    PRIMARY KEY (op, phase, user_frame, module_path));
-CREATE TABLE diagnostics (
-    id INTEGER PRIMARY KEY, key TEXT UNIQUE, kind TEXT, severity TEXT,
-    message TEXT, reason TEXT, hint TEXT, user_frame INTEGER, stack INTEGER,
-    graph_id INTEGER, node TEXT, op TEXT, count INTEGER, compile_ids TEXT,
-    detail TEXT);
-CREATE TABLE events (
-    seq INTEGER PRIMARY KEY, t REAL, name TEXT, compile_id TEXT,
-    metadata TEXT, payload TEXT);
-CREATE TABLE node_times (graph_id INTEGER, node TEXT, eager_ns INTEGER,
-    PRIMARY KEY (graph_id, node));
-CREATE TABLE tensors (
-    id INTEGER PRIMARY KEY, owner TEXT, name TEXT, safetensors BLOB);
-CREATE TABLE node_values (
-    graph_id INTEGER, call_idx INTEGER, node TEXT, status TEXT, kind TEXT,
-    compiled_from TEXT, max_abs REAL, max_rel REAL, eager_vs_fp64 REAL,
-    compiled_vs_fp64 REAL, eager_stats TEXT, compiled_stats TEXT, fp64_stats TEXT,
-    PRIMARY KEY (graph_id, call_idx, node));
-"""
-
-# Columns per table, in insert order (the schema is the single source).
-COLUMNS = {
-    "nodes": ("graph_id", "idx", "name", "op", "target", "shapes", "dtypes",
-              "user_frame", "stack", "module_path", "module_class", "args"),
-    "calls": ("seq", "graph_id", "call_idx", "wall_ns", "outputs"),
-    "ops": ("seq", "op", "phase", "shapes", "dtypes", "stats", "time_ns",
-            "user_frame", "stack", "module_path", "module_class"),
-    "events": ("seq", "t", "name", "compile_id", "metadata", "payload"),
-    "tensors": ("owner", "name", "safetensors"),
-    "node_times": ("graph_id", "node", "eager_ns"),
-    "node_values": ("graph_id", "call_idx", "node", "status", "kind", "compiled_from",
-                    "max_abs", "max_rel", "eager_vs_fp64", "compiled_vs_fp64",
-                    "eager_stats", "compiled_stats", "fp64_stats"),
-}
-GRAPH_COLUMNS = ("id", "compile_id", "backend", "code_name", "code_file",
-                 "code_line", "user_frame", "stack", "n_nodes", "n_ops",
-                 "n_inputs", "backend_time_s", "compile_time_s", "status",
-                 "error", "graph_code", "created_seq")
-DIAG_COLUMNS = ("id", "key", "kind", "severity", "message", "reason", "hint",
-                "user_frame", "stack", "graph_id", "node", "op", "count",
-                "compile_ids", "detail")
+# the records `RunWriter.add` takes, a row each (the other tables have their
+# own methods: graphs, findings and the op summary are updated in place)
+ROW_RECORDS = (NodeRow, CallRow, OpRow, EventRow, TensorRow, NodeTimeRow, NodeValueRow)
 
 DIAGNOSTIC_KINDS = ("graph_break", "recompile", "compile_error",
                     "malformed_graph", "divergence", "nan_inf", "runtime_error", "check_skipped")
+_DIAGNOSTIC_FIELDS = frozenset(DiagnosticRow._fields)
+_INSERT = {r: insert(r) for r in (FrameRow, StackRow, OpSummaryRow, *ROW_RECORDS)}
 
 
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _detail_json(kind: str, detail: Detail | dict | None) -> dict | None:
+    """A finding's detail as it is stored; a record of another kind's is refused
+    (the reader would parse it as the finding's kind and lose its keys)."""
+    if not isinstance(detail, Detail):
+        return detail
+    if detail.kind != kind:
+        raise TypeError(f"a {type(detail).__name__} is not the detail of a {kind} finding")
+    return detail.as_dict()
 
 
 class RunWriter:
@@ -125,15 +74,15 @@ class RunWriter:
         self._db.executescript(SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._lock = threading.RLock()
-        self._rows: dict[str, list[tuple]] = {t: [] for t in COLUMNS}
+        # rows to write, by record type; new frames and stacks too (they do not count
+        # towards `batch_rows`)
+        self._rows: dict[type, list[tuple]] = {r: [] for r in (FrameRow, StackRow, *ROW_RECORDS)}
         self._pending = 0
         self._frames: dict[tuple, int] = {}
         self._frame_keys: list[tuple] = []     # by id - 1
-        self._new_frames: list[tuple] = []
         self._stacks: dict[tuple, int] = {}
         self._stack_keys: list[tuple] = []     # by id - 1
-        self._new_stacks: list[tuple] = []
-        self._graphs: dict[int, dict] = {}
+        self._graphs: dict[int, GraphRow] = {}
         self._dirty_graphs: set[int] = set()
         self._diags: dict[str, dict] = {}
         self._dirty_diags: set[str] = set()
@@ -164,8 +113,9 @@ class RunWriter:
                     self._frame_keys.append(key)
                     if code is None:
                         code = code_line(file, line)
-                    self._new_frames.append(
-                        (fid, file, line, function, code, int(is_internal(file))))
+                    self._rows[FrameRow].append(FrameRow(
+                        id=fid, file=file, line=line, function=function, code=code,
+                        internal=int(is_internal(file))))
                     self._files.add(file)
         return fid
 
@@ -185,7 +135,7 @@ class RunWriter:
                     sid = len(self._stacks) + 1
                     self._stacks[ids] = sid
                     self._stack_keys.append(ids)
-                    self._new_stacks.append((sid, dumps(list(ids))))
+                    self._rows[StackRow].append(StackRow(id=sid, frames=dumps(list(ids))))
         return sid
 
     def frame(self, fid: int) -> dict | None:
@@ -202,9 +152,17 @@ class RunWriter:
         return [self._frame_keys[i - 1] for i in self._stack_keys[sid - 1]]
 
     # -- rows ------------------------------------------------------------
-    def add(self, table: str, row: tuple) -> None:
+    def add(self, row: tuple) -> None:
+        """Queue a row: a record of `ROW_RECORDS`, whose type names its table."""
         with self._lock:
-            self._rows[table].append(row)
+            try:
+                # kept as a plain tuple: the garbage collector stops tracking a tuple
+                # of plain values, not a record (a subclass); thousands of buffered
+                # records made each collection, and so each op row, ~1 us slower
+                self._rows[type(row)].append(tuple(row))
+            except KeyError:
+                raise TypeError(f"RunWriter.add takes one of {[r.__name__ for r in ROW_RECORDS]}, "
+                                f"not {type(row).__name__}") from None
             self._pending += 1
         self.maybe_flush()
 
@@ -223,10 +181,11 @@ class RunWriter:
             self._dirty_summary.add(key)
 
     def put_graph(self, graph_id: int, **fields: Any) -> None:
-        """Create or update a graph row (graphs are few; kept in memory)."""
+        """Create or update a graph row (graphs are few; kept in memory).
+        ``fields``: of `GraphRow` (another name raises ValueError)."""
         with self._lock:
-            row = self._graphs.setdefault(graph_id, {"id": graph_id})
-            row.update(fields)
+            row = self._graphs.get(graph_id) or GraphRow(id=graph_id)
+            self._graphs[graph_id] = row._replace(**fields)
             self._dirty_graphs.add(graph_id)
         self.maybe_flush()
 
@@ -235,13 +194,17 @@ class RunWriter:
                    user_frame: int | None = None, stack: int | None = None,
                    graph_id: int | None = None, node: str | None = None,
                    op: str | None = None, compile_id: str | None = None,
-                   detail: Any = None) -> None:
-        """Record a finding; a repeat of the same key only counts up."""
+                   detail: Detail | dict | None = None) -> None:
+        """Record a finding; a repeat of the same key only counts up.
+        ``detail``: the kind's record (details.py); a dict is stored as it
+        is (tests and benchmarks make run files by hand)."""
         if kind not in DIAGNOSTIC_KINDS:
             raise ValueError(kind)
+        detail = _detail_json(kind, detail)
         with self._lock:
             row = self._diags.get(key)
             if row is None:
+                # DiagnosticRow's fields; compile_ids a list and detail an object until written
                 row = {"id": len(self._diags) + 1, "key": key, "kind": kind,
                        "severity": severity, "message": message, "reason": reason,
                        "hint": hint, "user_frame": user_frame, "stack": stack,
@@ -255,20 +218,24 @@ class RunWriter:
         self.maybe_flush()
 
     def update_diagnostic(self, key: str, **fields: Any) -> None:
-        """Change fields of a recorded finding (written at the next flush)."""
+        """Change fields of a recorded finding (written at the next flush);
+        ``fields``: of `DiagnosticRow`."""
+        if not fields.keys() <= _DIAGNOSTIC_FIELDS:
+            raise TypeError(f"not a column of diagnostics: {sorted(fields.keys() - _DIAGNOSTIC_FIELDS)}")
         with self._lock:
             row = self._diags.get(key)
             if row is None:
                 return
+            if "detail" in fields:
+                fields["detail"] = _detail_json(row["kind"], fields["detail"])
             row.update(fields)
             self._dirty_diags.add(key)
         self.maybe_flush()
 
     def set_meta(self, **items: Any) -> None:
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [(k, dumps(v)) for k, v in items.items()])
+            self._db.executemany(insert(MetaRow, "INSERT OR REPLACE"),
+                                 [MetaRow(key=k, value=dumps(v)) for k, v in items.items()])
 
     # -- writing -------------------------------------------------------------
     def maybe_flush(self) -> None:
@@ -283,36 +250,23 @@ class RunWriter:
             db = self._db
             db.execute("BEGIN")
             try:
-                if self._new_frames:
-                    db.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?)", self._new_frames)
-                    self._new_frames = []
-                if self._new_stacks:
-                    db.executemany("INSERT INTO stacks VALUES (?,?)", self._new_stacks)
-                    self._new_stacks = []
-                for table, rows in self._rows.items():
+                for record, rows in self._rows.items():
                     if rows:
-                        cols = COLUMNS[table]
-                        db.executemany(
-                            f"INSERT INTO {table} ({','.join(cols)}) VALUES "
-                            f"({','.join('?' * len(cols))})", rows)
-                        self._rows[table] = []
+                        db.executemany(_INSERT[record], rows)
+                        self._rows[record] = []
                 self._pending = 0
                 if self._dirty_graphs:
-                    db.executemany(
-                        f"INSERT OR REPLACE INTO graphs VALUES ({','.join('?' * len(GRAPH_COLUMNS))})",
-                        [tuple(self._graphs[g].get(c) for c in GRAPH_COLUMNS)
-                         for g in sorted(self._dirty_graphs)])
+                    db.executemany(insert(GraphRow, "INSERT OR REPLACE"),
+                                   [self._graphs[g] for g in sorted(self._dirty_graphs)])
                     self._dirty_graphs.clear()
                 if self._dirty_diags:
                     rows = []
                     for k in self._dirty_diags:
-                        d = dict(self._diags[k])
-                        d["compile_ids"] = dumps(d["compile_ids"])
-                        d["detail"] = dumps(d["detail"]) if d["detail"] is not None else None
-                        rows.append(tuple(d.get(c) for c in DIAG_COLUMNS))
-                    db.executemany(
-                        f"INSERT OR REPLACE INTO diagnostics VALUES ({','.join('?' * len(DIAG_COLUMNS))})",
-                        rows)
+                        d = self._diags[k]
+                        rows.append(DiagnosticRow(**{
+                            **d, "compile_ids": dumps(d["compile_ids"]),
+                            "detail": dumps(d["detail"]) if d["detail"] is not None else None}))
+                    db.executemany(insert(DiagnosticRow, "INSERT OR REPLACE"), rows)
                     self._dirty_diags.clear()
                 if self._dirty_summary:
                     # user_frame may be NULL, which a primary key never matches
@@ -321,8 +275,14 @@ class RunWriter:
                     db.executemany(
                         "DELETE FROM op_summary WHERE op = ? AND phase = ? AND user_frame IS ? "
                         "AND module_path = ?", keys)
-                    db.executemany("INSERT INTO op_summary VALUES (?,?,?,?,?,?,?)",
-                                   [(*k, *self._op_summary[k]) for k in keys])
+                    rows = []
+                    for k in keys:
+                        op, phase, user_frame, module_path = k
+                        count, total_ns, max_ns = self._op_summary[k]
+                        rows.append(OpSummaryRow(
+                            op=op, phase=phase, user_frame=user_frame, module_path=module_path,
+                            count=count, total_ns=total_ns, max_ns=max_ns))
+                    db.executemany(_INSERT[OpSummaryRow], rows)
                     self._dirty_summary.clear()
                 self._snapshot_sources(db)
                 db.execute("COMMIT")
@@ -344,8 +304,8 @@ class RunWriter:
             except OSError:
                 continue
             text = data.decode("utf-8", errors="replace")
-            db.execute("INSERT OR REPLACE INTO sources VALUES (?,?,?)",
-                       (file, hashlib.sha1(data).hexdigest(), text))
+            db.execute(insert(SourceRow, "INSERT OR REPLACE"),
+                       SourceRow(file=file, sha1=hashlib.sha1(data).hexdigest(), text=text))
 
     def close(self, **final_meta: Any) -> None:
         if self.closed:

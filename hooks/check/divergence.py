@@ -34,12 +34,15 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
+from graphdbg.runfile.records import NodeTimeRow
+
 from . import checkcost
 from ..context import CaptureContext
 from ..findings.writer import Findings
 from .gradients import (compare_gradients, eager, grad_inputs, gradients_of, judge_gradients,
                         nonfinite_gradients)
-from .interpreter import NAN, RecordingInterpreter, nonfinite_flags
+from .interpreter import (NAN, DrawWatchingReference, EagerReference, EagerRun, Float64Judge,
+                          LeanPass, first_pass, nonfinite_flags)
 from .localize import Localization, Localizer, PrefixGradients
 from .nodevalues import node_value_rows, value_summary
 from .numerics import Tolerance, ValueDiff, finding, worst
@@ -141,7 +144,7 @@ class DivergenceChecker:
         if self.checked == 0 and tier != "none":
             summarize = partial(value_summary, tier="health" if tier == "health" else "stats")
         try:
-            ref, ref_out, ref_inputs = self._reference(inputs, rng, lean=True, summarize=summarize)
+            ref, ref_out, ref_inputs = self._reference(inputs, rng, first_pass(self.gm, summarize))
         except Exception as exc:
             self.disabled = True
             self.ctx.internal_error(f"eager reference of graph {self.graph_id}", exc)
@@ -149,10 +152,12 @@ class DivergenceChecker:
         self.checked += 1
         if self.checked == 1:
             for name, ns in ref.times_ns.items():
-                self.ctx.writer.add("node_times", (self.graph_id, name, ns))
-        if ref.lean and any(ref.flags.values()):  # NaN/Inf: where they come from needs every value
-            ref, ref_out, ref_inputs = self._reference(inputs, rng)
-        origin = ref.nonfinite_origin()
+                self.ctx.writer.add(NodeTimeRow(graph_id=self.graph_id, node=name, eager_ns=ns))
+        lean = isinstance(ref, LeanPass)
+        if lean and any(ref.flags.values()):  # NaN/Inf: where they come from needs every value
+            ref, ref_out, ref_inputs = self._reference(inputs, rng, EagerReference(self.gm))
+            lean = False
+        origin = None if lean else ref.nonfinite_origin()  # still lean: no NaN/Inf anywhere
         if origin is not None:
             self._nonfinite(origin[0], "eager", call_idx, *origin[1:])
 
@@ -165,12 +170,13 @@ class DivergenceChecker:
             # they differ beyond tolerance: the float64 judge (run only now, it
             # costs about two eager runs) says whether it is precision, and
             # localisation needs every value of the reference
-            if ref.lean or not self.draws_known:
+            if lean or not self.draws_known:
                 # whole, and watching which nodes draw random numbers (their
                 # differences are the random streams', not miscompiles)
+                summaries = ref.summaries if lean else None
                 ref, ref_out, ref_inputs = self._reference(
-                    inputs, rng, summaries=ref.summaries if ref.lean else None,
-                    watch_draws=not self.draws_known)
+                    inputs, rng, EagerReference(self.gm, summaries=summaries) if self.draws_known
+                    else DrawWatchingReference(self.gm, summaries=summaries))
                 eager = flat(ref_out)
                 if not self.draws_known:
                     self.draws_known = True
@@ -245,17 +251,12 @@ class DivergenceChecker:
                           and (d := finding(now, ref_in, tol=self.tol)) is not None), None)
         return found
 
-    def _reference(self, inputs: list, rng: tuple, lean: bool = False, summarize=None,
-                   summaries: dict | None = None, watch_draws: bool = False) -> tuple:
-        """The graph run eagerly on clones of the inputs and the compiled call's
-        random draws: (interpreter, its output, the clones)."""
+    def _reference(self, inputs: list, rng: tuple, ref: LeanPass | EagerReference) -> tuple:
+        """``ref`` (an interpreter of the graph) run eagerly on clones of the
+        inputs and the compiled call's random draws: (ref, its output, the clones)."""
         with preserved_rng(), torch.no_grad():
             set_rng(rng)
             ref_inputs = clone_inputs(inputs)
-            ref = RecordingInterpreter(self.gm, lean=lean, summarize=summarize,
-                                       watch_draws=watch_draws)
-            if summaries is not None:  # a lean first run's summaries: not computed again
-                ref.summaries = summaries
             return ref, ref.run(*ref_inputs), ref_inputs
 
     def _judge(self, inputs: list, rng: tuple, n_out: int) -> tuple:
@@ -263,14 +264,14 @@ class DivergenceChecker:
         interpreter (its values kept, for localisation) and its outputs."""
         with preserved_rng(), torch.no_grad():
             set_rng(rng)
-            judge = RecordingInterpreter(self.gm, float64=True)
+            judge = Float64Judge(self.gm)
             try:
                 return judge, flat(judge.run(*clone_inputs(inputs)))
             except Exception:  # some graphs have no float64 meaning (dtype-specific ops)
                 return None, [None] * n_out
 
-    def _node_values(self, call_idx: int, ref: RecordingInterpreter,
-                     judge: RecordingInterpreter | None, compiled: list, eager: list,
+    def _node_values(self, call_idx: int, ref: LeanPass | EagerReference,
+                     judge: Float64Judge | None, compiled: list, eager: list,
                      judged: list, loc: Localization | None = None) -> None:
         """Per-node values eager vs compiled (and float64) of this call:
         the run file's node_values table (hooks/check/nodevalues.py)."""
@@ -286,10 +287,13 @@ class DivergenceChecker:
             self.ctx.internal_error(f"node values of graph {self.graph_id}", exc)
             return
         writer = self.ctx.writer
+        def text(stats: dict | None) -> str | None:
+            return None if stats is None else json.dumps(stats, separators=(",", ":"), default=str)
+
         for row in rows:
-            writer.add("node_values", row[:10] + tuple(
-                None if s is None else json.dumps(s, separators=(",", ":"), default=str)
-                for s in row[10:]))
+            writer.add(row._replace(eager_stats=text(row.eager_stats),
+                                    compiled_stats=text(row.compiled_stats),
+                                    fp64_stats=text(row.fp64_stats)))
 
     def _aliasing(self, call_idx: int, compiled: list, eager: list, args: tuple,
                   ref_inputs: list) -> None:
@@ -381,7 +385,8 @@ class DivergenceChecker:
     def locate_failure(self, call_idx: int, args: tuple, exc: BaseException) -> None:
         """A compiled call raised: replay the graph node by node to name the
         node (and line) that fails on these inputs."""
-        interp = RecordingInterpreter(self.gm, health=False)
+        # every value kept: the custom-op fake check reads them (fakecheck.at_replay_failure)
+        interp = EagerRun(self.gm, garbage_collect_values=False)
         with preserved_rng(), torch.no_grad():
             try:
                 interp.run(*clone_inputs(args))

@@ -16,7 +16,8 @@ Real inputs come from
 
 - at compile time, the graph Dynamo was building: its placeholders' sources
   (``OutputGraph.tracked_fakes``) read from the compiled frame's locals and
-  globals, then the graph's nodes up to the custom op run eagerly on clones;
+  globals, then the graph's nodes up to the custom op run eagerly on clones
+  (`UpstreamValues`, a torch.fx Interpreter);
 - at run time, the eager replay of the graph that failed (an fx Interpreter's
   ``env``).
 
@@ -266,37 +267,69 @@ def _mutates(n: torch.fx.Node) -> bool:
     return name.endswith("_") and not name.endswith("__")
 
 
-def _run_upstream(nodes: list[torch.fx.Node], env: dict, placeholder) -> None:
-    """Fill ``env`` with the real values of ``nodes``' inputs, running what is
-    upstream of them eagerly; ``placeholder(node)`` gives a graph input."""
-    needed: set[torch.fx.Node] = set()
-    todo = [a for n in nodes for a in n.all_input_nodes]
-    while todo:
-        n = todo.pop()
-        if n in needed or n in env:
-            continue
-        needed.add(n)
-        if len(needed) > MAX_NODES:
-            raise _Unavailable("too many nodes")
-        todo.extend(n.all_input_nodes)
-    graph = nodes[0].graph
-    copy = any(_mutates(n) for n in graph.nodes)
-    for n in graph.nodes:
-        if n not in needed or n in env:
-            continue
+_SKIPPED = object()  # the value of a node not upstream of those asked for (never kept)
+
+
+class UpstreamValues(torch.fx.Interpreter):
+    """Runs eagerly, on real values, only what is upstream of some nodes of a
+    graph (not those nodes themselves), adding each value to ``env`` (shared
+    between calls: nodes already in it are not run again, and what ran before
+    a failure stays). ``input_of(node)`` gives a graph input, cloned when a
+    node of the graph may write one (they are the program's own tensors).
+
+    The graph may be the one Dynamo was building when it failed: no module
+    (get_attr and call_module raise `_Unavailable`), perhaps no output node.
+
+        gm = torch.fx.symbolic_trace(lambda x: (x + 1).relu())
+        relu = next(n for n in gm.graph.nodes if n.name == "relu")
+        env = {}
+        UpstreamValues(gm.graph, env, lambda n: torch.ones(2)).fill([relu])
+        {n.name: v for n, v in env.items()}   # {'x': tensor([1., 1.]), 'add': tensor([2., 2.])}
+    """
+
+    def __init__(self, graph: torch.fx.Graph, env: dict, input_of) -> None:
+        super().__init__(torch.nn.Module(), garbage_collect_values=False, graph=graph)
+        self.extra_traceback = False  # the program's errors as raised (the caller skips them)
+        self.values = env
+        self.input_of = input_of
+        self.copy_inputs = any(_mutates(n) for n in graph.nodes)
+        self.needed: set[torch.fx.Node] = set()
+
+    def fill(self, nodes: list[torch.fx.Node]) -> None:
+        """Add the real values of ``nodes``' inputs to ``env``."""
+        needed: set[torch.fx.Node] = set()
+        todo = [a for n in nodes for a in n.all_input_nodes]
+        while todo:
+            n = todo.pop()
+            if n in needed or n in self.values:
+                continue
+            needed.add(n)
+            if len(needed) > MAX_NODES:
+                raise _Unavailable("too many nodes")
+            todo.extend(n.all_input_nodes)
+        self.needed = needed
+        try:
+            self.run(initial_env=self.values, enable_io_processing=False)
+        finally:  # the interpreter put every node it passed in env: only real values stay
+            for n in [n for n, v in self.values.items() if v is _SKIPPED]:
+                del self.values[n]
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        # torch.fx.Interpreter.run_node without its node-meta scope: the
+        # program's ops run as plain eager calls, as they would without graphdbg
+        if n not in self.needed:
+            return _SKIPPED
         if n.op == "placeholder":
-            value = placeholder(n)
-            # the program's own tensors (inputs, parameters): copied when a node may write them
-            env[n] = clone(value) if copy and isinstance(value, torch.Tensor) else value
-            continue
-        args = map_arg(n.args, lambda a: env[a])
-        kwargs = map_arg(n.kwargs, lambda a: env[a])
-        if n.op == "call_function":
-            env[n] = n.target(*args, **kwargs)
-        elif n.op == "call_method":
-            env[n] = getattr(args[0], n.target)(*args[1:], **kwargs)
-        else:  # get_attr, call_module: the module is gone once Dynamo has failed
-            raise _Unavailable(f"{n.op} {n.target}")
+            value = self.input_of(n)
+            return clone(value) if self.copy_inputs and isinstance(value, torch.Tensor) else value
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        return getattr(self, n.op)(n.target, args, kwargs)
+
+    def get_attr(self, target, args, kwargs):
+        raise _Unavailable(f"get_attr {target}")  # the module is gone once Dynamo has failed
+
+    def call_module(self, target, args, kwargs):
+        raise _Unavailable(f"call_module {target}")
 
 
 def _check_nodes(op_nodes: list[torch.fx.Node], env: dict) -> list[FakeMismatch]:
@@ -350,10 +383,11 @@ def at_compile_failure(exc: BaseException) -> list[FakeMismatch]:
         return source.get_value(scope, {}, {})
 
     env: dict = {}
+    upstream = UpstreamValues(op_nodes[0].graph, env, placeholder)
     with _quiet_modes(), preserved_rng(), torch.no_grad():
         for op_node in op_nodes:  # each on its own: one op's unreachable input spares the others
             try:
-                _run_upstream([op_node], env, placeholder)
+                upstream.fill([op_node])
             except Exception:  # an input out of reach, or the program's ops fail on it
                 continue
     return _check_nodes(op_nodes, env)

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import torch.fx
 
-from .interpreter import RecordingInterpreter, nonfinite_flags
+from .interpreter import EagerRun, Float64Judge, nonfinite_flags
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import clone, flat, preserved_rng, set_rng
 
@@ -55,10 +55,12 @@ def input_gradients(run: Callable, inputs: list, seed: int, float64: bool = Fals
 
 
 def eager(gm: torch.fx.GraphModule, float64: bool = False) -> Callable:
-    """``gm`` interpreted eagerly (in float64 for the judge)."""
+    """``gm`` interpreted eagerly (in float64 for the judge). Only gradients
+    are wanted: the eager run keeps no value, in graphs that write in place
+    too (values as they ran are the reference's job, not this one's)."""
     if float64:
-        return lambda *a: RecordingInterpreter(gm, float64=True).run(*a)
-    return lambda *a: RecordingInterpreter(gm, health=False, lean=True).run(*a)
+        return lambda *a: Float64Judge(gm).run(*a)
+    return lambda *a: EagerRun(gm).run(*a)
 
 
 def gradients_of(run: Callable, inputs: list, rng: tuple, float64: bool = False) -> list | None:

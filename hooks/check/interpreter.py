@@ -1,83 +1,131 @@
-"""A recording torch.fx Interpreter: runs a captured graph eagerly, node by
-node, keeping every node's value and time, optionally in float64 (the judge).
+"""torch.fx Interpreters that run a captured graph eagerly, node by node: one
+class per job of the eager-vs-compiled check.
 
-    rec = RecordingInterpreter(gm)
-    out = rec.run(*inputs)
-    rec.values["linear_1"], rec.times_ns["linear_1"]
+    EagerRun                  runs the graph as the program ran it, timing each node
+    ├── LeanPass              the check's first pass: each value freed after its
+    │                         last use, per-node NaN/Inf flags and summaries kept
+    └── AsRanValues           keeps each node's value as it was when the node ran;
+        │                     ``overrides`` are used instead of running nodes
+        ├── EagerReference    + which values are NaN/Inf, traced back to where
+        │   │                 they first appear (`nonfinite_origin`)
+        │   └── DrawWatchingReference  + which nodes drew random numbers
+        └── Float64Judge      floating inputs, parameters and casts lifted to float64
 
-    judge = RecordingInterpreter(gm, float64=True)
-    judge.run(*inputs)            # float inputs, params and casts lifted to float64
+Each overrides torch.fx.Interpreter's points: ``run_node`` for what is kept
+per node, ``placeholder``/``get_attr``/``call_*`` for how a node kind runs.
+Every example below runs as written after::
+
+    import torch, torch.fx
+    gm = torch.fx.symbolic_trace(lambda x: torch.log(x) * 0)
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx
 
-from .subgraphs import DrawWatch, flat, written_node
+from .subgraphs import COMPUTE_OPS, DrawWatch, flat, written_node
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
-_COMPUTE = ("call_function", "call_method", "call_module")
 _CAST_METHODS = {"half", "bfloat16", "float", "double"}
 
 
-def _up(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.dtype in _FLOATS:
-        return value.to(torch.float64)
-    if isinstance(value, torch.dtype) and value in _FLOATS:
-        return torch.float64
-    if isinstance(value, (list, tuple)):
-        return type(value)(_up(v) for v in value)
-    return value
+class EagerRun(torch.fx.Interpreter):
+    """Runs a graph eagerly as the program ran it (checkpointed regions
+    included, see `_checkpoint_as_the_program_ran_it`), keeping each node's
+    wall time in ``times_ns``, the node being run in ``current`` (after a
+    failure: the node that failed) and the output in ``result``. Values are
+    freed after their last use unless ``garbage_collect_values=False``.
 
-
-class RecordingInterpreter(torch.fx.Interpreter):
-    """Keeps each node's output in ``values`` and wall time in ``times_ns``.
-
-    ``values`` holds each node's value as it was when the node ran: when a
-    later node writes in place into a tensor already recorded (``y[:, ::2].add_()``
-    after ``y = x * 2``), the recorded values sharing its storage are copied
-    first (``as_ran`` names them), and a node that reads such a tensor after
-    the write keeps what it read in ``seen`` (for the node alone, on its own
-    inputs). ``x[i] = v`` records the written tensor as its value. Only graphs
-    with in-place writes pay for this.
-
-    ``overrides`` maps node names to values used instead of running the node
-    (to replay, say, a compiled graph's random numbers in the eager reference).
-    With ``float64=True`` every floating tensor and dtype argument is lifted to
-    float64, the way PyTorch's own accuracy checks build their reference.
-    ``health`` (default: not for the float64 judge) notes which values hold
-    NaN or Inf, for `nonfinite_origin`.
-
-    ``lean`` (graphs without in-place writes only): values are freed after
-    their last use, as ``torch.fx.Interpreter`` can, and not kept in
-    ``values``; ``summarize(value)``, if given, is kept per node in
-    ``summaries`` instead (values without data are left out). The check's
-    first pass: it needs the outputs and each node's summary, and pays for
-    every value only when something differs (then it runs again, whole).
+        run = EagerRun(gm)
+        run.run(torch.tensor([1.0, 2.0]))    # tensor([0., 0.])
+        run.times_ns["log"]                   # nanoseconds
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, *, float64: bool = False,
-                 overrides: dict[str, Any] | None = None, health: bool | None = None,
-                 lean: bool = False, summarize=None, watch_draws: bool = False) -> None:
-        writes = {n: w for n in gm.graph.nodes if (w := written_node(n)) is not None}
-        self.lean = lean and not writes and not overrides
-        super().__init__(gm, garbage_collect_values=self.lean)
-        self.summaries: dict[str, Any] | None = {} if self.lean and summarize is not None else None
-        self._summarize = summarize
-        self.float64 = float64
-        self.overrides = overrides or {}
-        self.health = not float64 if health is None else health
-        self.values: dict[str, Any] = {}
+    def __init__(self, gm: torch.fx.GraphModule, garbage_collect_values: bool = True) -> None:
+        super().__init__(gm, garbage_collect_values=garbage_collect_values)
         self.times_ns: dict[str, int] = {}
-        self.flags: dict[str, int] = {}      # node -> NAN | INF bits of its value as it ran
         self.current: torch.fx.Node | None = None
         self.result: Any = None
+
+    def run(self, *args, **kwargs) -> Any:
+        self.result = super().run(*args, **kwargs)
+        return self.result
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        self.current = n
+        t0 = time.perf_counter_ns()
+        out = super().run_node(n)
+        self.times_ns[n.name] = time.perf_counter_ns() - t0
+        return out
+
+    def call_function(self, target, args, kwargs):
+        if target is _ACTIVATION_CHECKPOINT:
+            return _checkpoint_as_the_program_ran_it(args, kwargs)
+        return super().call_function(target, args, kwargs)
+
+
+class LeanPass(EagerRun):
+    """The check's first pass: it needs the outputs, each node's NaN/Inf
+    bits (``flags``) and, with ``summarize``, each compute node's
+    ``summarize(value)`` in ``summaries`` (None results left out); values are
+    freed after their last use, as torch.fx.Interpreter can. Every value is
+    paid for only when something differs (then `EagerReference` runs it
+    again). Only for graphs without in-place writes: `first_pass` chooses.
+
+        lean = LeanPass(gm, summarize=lambda v: float(v.sum()))
+        lean.run(torch.tensor([1.0, 0.0]))
+        lean.flags        # {'x': 0, 'log': 2, 'mul': 1}: log(0) is -inf, -inf * 0 NaN
+        lean.summaries    # {'log': -inf, 'mul': nan}
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, summarize: Callable[[Any], Any] | None = None
+                 ) -> None:
+        super().__init__(gm, garbage_collect_values=True)
+        self.flags: dict[str, int] = {}
+        self.summaries: dict[str, Any] | None = {} if summarize is not None else None
+        self._summarize = summarize
+        self.values: dict[str, Any] = {}  # none kept: readers fall back to ``summaries``
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        out = super().run_node(n)
+        if n.op != "output":
+            self.flags[n.name] = nonfinite_flags(out)
+        if self.summaries is not None and n.op in COMPUTE_OPS:
+            s = self._summarize(out)
+            if s is not None:
+                self.summaries[n.name] = s
+        return out
+
+
+class AsRanValues(EagerRun):
+    """Keeps each node's value in ``values`` as it was when the node ran: when
+    a later node writes in place into a tensor already recorded
+    (``y[:, ::2].add_()`` after ``y = x * 2``), the recorded values sharing
+    its storage are copied first (``as_ran`` names them), and a node that
+    reads such a tensor after the write keeps what it read in ``seen`` (for
+    the node alone, on its own inputs). ``x[i] = v`` records the written
+    tensor as its value. Only graphs with in-place writes (``writes``) pay
+    for this.
+
+    ``overrides`` maps node names to values used instead of running the node
+    (to replay, say, a compiled graph's random numbers); they are not timed.
+
+        run = AsRanValues(gm, overrides={"log": torch.zeros(2)})
+        run.run(torch.tensor([1.0, 0.0]))
+        run.values["mul"]                     # tensor([0., 0.]): no -inf to multiply
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, overrides: dict[str, Any] | None = None
+                 ) -> None:
+        super().__init__(gm, garbage_collect_values=False)
+        self.overrides = overrides or {}
+        self.values: dict[str, Any] = {}
         # in-place writes: node -> the node whose tensor it writes
-        self.writes = writes
+        self.writes = {n: w for n in gm.graph.nodes if (w := written_node(n)) is not None}
         self.as_ran: set[str] = set()                  # values copied before a later write
         self.seen: dict[str, dict[str, Any]] = {}      # node -> {input: value it read}
         self._order: dict[str, int] = {}
@@ -86,49 +134,21 @@ class RecordingInterpreter(torch.fx.Interpreter):
         self._writers: dict[int, list[str]] = {}       # storage -> writer nodes, in run order
         self._nwrites = 0
         self._read_copies: dict[str, tuple[int, Any]] = {}
-        # nodes that drew random numbers (with ``watch_draws``; subgraphs.DrawWatch)
-        self.watch_draws = watch_draws
-        self.drew: set[str] = set()
-
-    def run(self, *args, **kwargs) -> Any:
-        self.result = super().run(*args, **kwargs)
-        return self.result
 
     def run_node(self, n: torch.fx.Node) -> Any:
-        self.current = n  # the node a failure happened in
+        self.current = n  # before the copies: a copy that fails fails in this node
         self._order[n.name] = len(self._order)
         written = self.writes.get(n) if self.writes else None
         if self.writes:
             self._before(n, written)
         if n.name in self.overrides:
             out = self.overrides[n.name]
-            self.values[n.name] = out
-            self._after(n, out, written)
-            return out
-        t0 = time.perf_counter_ns()
-        if self.watch_draws and n.op in _COMPUTE:
-            with DrawWatch() as watch:
-                out = super().run_node(n)
-            if watch.drew:
-                self.drew.add(n.name)
         else:
             out = super().run_node(n)
-        self.times_ns[n.name] = time.perf_counter_ns() - t0
-        if self.float64 and n.op in ("placeholder", "get_attr"):
-            out = _up(out)
-        if self.lean:
-            if self.health and n.op != "output":
-                self.flags[n.name] = nonfinite_flags(out)
-            if self.summaries is not None and n.op in _COMPUTE:
-                s = self._summarize(out)
-                if s is not None:
-                    self.summaries[n.name] = s
-            return out
         self.values[n.name] = out
         self._after(n, out, written)
         return out
 
-    # -- in-place writes ------------------------------------------------------------
     def _before(self, n: torch.fx.Node, written: torch.fx.Node | None) -> None:
         """Inputs read after a write keep what ``n`` reads; a write first copies
         the recorded values it is about to change."""
@@ -152,8 +172,6 @@ class RecordingInterpreter(torch.fx.Interpreter):
     def _after(self, n: torch.fx.Node, out: Any, written: torch.fx.Node | None) -> None:
         if written is not None and not isinstance(out, torch.Tensor) and written in self.env:
             out = self.values[n.name] = self.env[written]  # x[i] = v: the written tensor
-        if self.health and n.op != "output":
-            self.flags[n.name] = nonfinite_flags(out)
         if self.writes and n.op != "output":
             for t in (out if isinstance(out, (list, tuple)) else (out,)):
                 if isinstance(t, torch.Tensor):
@@ -164,7 +182,30 @@ class RecordingInterpreter(torch.fx.Interpreter):
                             live.append(n.name)
                         self._storage.setdefault(n.name, key)
 
-    # -- non-finite values -----------------------------------------------------------
+
+class EagerReference(AsRanValues):
+    """The eager reference of the check: every value as it ran, and which
+    hold NaN or Inf (``flags``), for `nonfinite_origin`. ``summaries``: those
+    a `LeanPass` of the same call already made (node values read them
+    rather than summarising again).
+
+        ref = EagerReference(gm)
+        ref.run(torch.tensor([1.0, 0.0]))
+        ref.nonfinite_origin()    # ('mul', 'NaN', 'output 0', 'log'): -inf * 0, the -inf from log
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, overrides: dict[str, Any] | None = None,
+                 summaries: dict[str, Any] | None = None) -> None:
+        super().__init__(gm, overrides)
+        self.flags: dict[str, int] = {}      # node -> NAN | INF bits of its value as it ran
+        self.summaries = summaries
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        out = super().run_node(n)
+        if n.op != "output":
+            self.flags[n.name] = nonfinite_flags(self.values[n.name])
+        return out
+
     def nonfinite_origin(self) -> tuple[str, str, str, str | None] | None:
         """Where the NaN/Inf that reach this graph's outputs (or inputs it
         writes, such as parameters) first appear: (node, "NaN" or "Inf", what
@@ -172,7 +213,7 @@ class RecordingInterpreter(torch.fx.Interpreter):
         values that are consumed on the way (``masked_fill(-inf)`` then
         softmax, ``where``) are not followed; values that arrive non-finite in
         the graph's inputs are not this graph's. None when nothing reaches."""
-        if not self.health or self.result is None:
+        if self.result is None:
             return None
         if not self.as_ran and not any(self.flags.values()):
             return None  # no write after a node ran, and every value as it ran is finite
@@ -248,28 +289,89 @@ class RecordingInterpreter(torch.fx.Interpreter):
                 origins.append(name)
         return min(origins, key=lambda x: self._order.get(x, 0), default=None)
 
+
+class DrawWatchingReference(EagerReference):
+    """`EagerReference` that also notes which nodes drew random numbers
+    (``drew``; `subgraphs.DrawWatch`): their differences are the random
+    streams', not miscompiles. Run once per graph (a dispatch mode per op).
+
+        ref = DrawWatchingReference(torch.fx.symbolic_trace(lambda x: torch.rand_like(x) + x))
+        ref.run(torch.zeros(2))
+        ref.drew                  # {'rand_like'}
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, summaries: dict[str, Any] | None = None) -> None:
+        super().__init__(gm, summaries=summaries)
+        self.drew: set[str] = set()
+
+    def _watched(self, call: Callable, target, args, kwargs) -> Any:
+        with DrawWatch() as watch:
+            out = call(target, args, kwargs)
+        if watch.drew:
+            self.drew.add(self.current.name)
+        return out
+
     def call_function(self, target, args, kwargs):
-        if self.float64:
-            args, kwargs = _up(args), {k: _up(v) for k, v in kwargs.items()}
-        if target is _ACTIVATION_CHECKPOINT:
-            return _checkpoint_as_the_program_ran_it(args, kwargs)
-        return super().call_function(target, args, kwargs)
+        return self._watched(super().call_function, target, args, kwargs)
 
     def call_method(self, target, args, kwargs):
-        if self.float64:
-            if target in _CAST_METHODS:
-                return _up(args[0]) if isinstance(args[0], torch.Tensor) else args[0]
-            args, kwargs = _up(args), {k: _up(v) for k, v in kwargs.items()}
-        return super().call_method(target, args, kwargs)
+        return self._watched(super().call_method, target, args, kwargs)
 
     def call_module(self, target, args, kwargs):
-        if self.float64:
-            args, kwargs = _up(args), {k: _up(v) for k, v in kwargs.items()}
-            mod = self.fetch_attr(target)
-            if any(p.dtype in _FLOATS for p in mod.parameters()):
-                mod = _float64_copy(mod)
-            return mod(*args, **kwargs)
-        return super().call_module(target, args, kwargs)
+        return self._watched(super().call_module, target, args, kwargs)
+
+
+class Float64Judge(AsRanValues):
+    """The graph in float64, the way PyTorch's own accuracy checks build their
+    reference: floating inputs and parameters, dtype arguments, casts
+    (``.half()``, ``.float()``) and modules' parameters lifted to float64;
+    every value kept as it ran (for localisation). Overrides are used as
+    given (lift them first).
+
+        judge = Float64Judge(torch.fx.symbolic_trace(lambda x: x.half() * 3))
+        judge.run(torch.tensor([0.1]))        # tensor([0.3000], dtype=torch.float64)
+    """
+
+    def placeholder(self, target, args, kwargs):
+        return _up(super().placeholder(target, args, kwargs))
+
+    def get_attr(self, target, args, kwargs):
+        return _up(super().get_attr(target, args, kwargs))
+
+    def call_function(self, target, args, kwargs):
+        return super().call_function(target, _up(args), {k: _up(v) for k, v in kwargs.items()})
+
+    def call_method(self, target, args, kwargs):
+        if target in _CAST_METHODS:
+            return _up(args[0]) if isinstance(args[0], torch.Tensor) else args[0]
+        return super().call_method(target, _up(args), {k: _up(v) for k, v in kwargs.items()})
+
+    def call_module(self, target, args, kwargs):
+        args, kwargs = _up(args), {k: _up(v) for k, v in kwargs.items()}
+        mod = self.fetch_attr(target)
+        if any(p.dtype in _FLOATS for p in mod.parameters()):
+            mod = _float64_copy(mod)
+        return mod(*args, **kwargs)
+
+
+def first_pass(gm: torch.fx.GraphModule, summarize: Callable[[Any], Any] | None = None
+               ) -> LeanPass | EagerReference:
+    """The check's first run of ``gm``: a `LeanPass`, unless the graph writes
+    in place (its values as they ran need every value kept: an
+    `EagerReference`, whose ``summaries`` stay None)."""
+    if any(written_node(n) is not None for n in gm.graph.nodes):
+        return EagerReference(gm)
+    return LeanPass(gm, summarize)
+
+
+def _up(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype in _FLOATS:
+        return value.to(torch.float64)
+    if isinstance(value, torch.dtype) and value in _FLOATS:
+        return torch.float64
+    if isinstance(value, (list, tuple)):
+        return type(value)(_up(v) for v in value)
+    return value
 
 
 _ACTIVATION_CHECKPOINT = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
@@ -327,10 +429,6 @@ def nonfinite_flags(value: Any) -> int:
             bits |= nonfinite_flags(v)
         return bits
     return 0
-
-
-def _has_nonfinite(value: Any) -> bool:
-    return nonfinite_flags(value) != 0
 
 
 def _storage_key(t: torch.Tensor) -> int | None:

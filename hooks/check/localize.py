@@ -27,7 +27,7 @@ import torch.fx
 
 from ..findings.frames import node_target
 from .gradients import compare_gradients, eager, gradients_of, judge_gradients, nonfinite_gradients
-from .interpreter import RecordingInterpreter
+from .interpreter import AsRanValues, Float64Judge
 from .numerics import Tolerance, ValueDiff, finding
 from ..progress import BisectProgress
 from .subgraphs import (COMPUTE_OPS, clone_inputs, flat, graph_with_outputs, is_random,
@@ -113,7 +113,7 @@ class Localizer:
         return lookup_backend(stage)(gm, list(inputs))
 
     def _outputs(self, stage: str, names: list[str], inputs: list, rng: tuple,
-                 ref: RecordingInterpreter, judge: RecordingInterpreter | None,
+                 ref: AsRanValues, judge: AsRanValues | None,
                  loc: Localization) -> tuple[list[ValueDiff | None], dict[str, Any]]:
         """The graph compiled at ``stage`` with ``names`` as its outputs: the
         finding per name, and the compiled values."""
@@ -127,8 +127,8 @@ class Localizer:
         return diffs, values
 
     # -- values ------------------------------------------------------------------------
-    def forward(self, inputs: list, rng: tuple, ref: RecordingInterpreter,
-                judge: RecordingInterpreter | None, final: ValueDiff) -> Localization:
+    def forward(self, inputs: list, rng: tuple, ref: AsRanValues,
+                judge: AsRanValues | None, final: ValueDiff) -> Localization:
         loc = Localization(diff=final)
         progress = self.progress(f"{self.title}: localizing divergence")
         t0 = time.perf_counter()
@@ -197,11 +197,11 @@ class Localizer:
         overrides = {n: compiled[n] for n in self.random_nodes if n in compiled}
         with preserved_rng(), torch.no_grad():
             set_rng(rng)
-            ref = RecordingInterpreter(self.gm, overrides=overrides, health=False)
+            ref = AsRanValues(self.gm, overrides)  # values only: no NaN/Inf traced here
             ref.run(*clone_inputs(inputs))
             set_rng(rng)
             try:
-                judge = RecordingInterpreter(self.gm, float64=True, overrides={
+                judge = Float64Judge(self.gm, overrides={
                     k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                     for k, v in overrides.items()})
                 judge.run(*clone_inputs(inputs))
@@ -219,8 +219,8 @@ class Localizer:
                                     method="intermediate outputs, random draws replayed")
         return None
 
-    def _isolated(self, loc: Localization, ref: RecordingInterpreter,
-                  judge: RecordingInterpreter | None) -> dict:
+    def _isolated(self, loc: Localization, ref: AsRanValues,
+                  judge: AsRanValues | None) -> dict:
         try:
             # its inputs as it read them (after any in-place writes into them)
             gm1, inputs = single_node_graph(self.gm, loc.node,

@@ -30,16 +30,14 @@ from typing import Any
 import torch
 import torch.fx
 
+from graphdbg.runfile.records import NodeValueRow
+
 from .numerics import DEFAULT_TOLERANCES, Tolerance, compare_values, is_finding, rmse
 from .subgraphs import COMPUTE_OPS, is_random, output_names
 from ..record.tensorstats import describe, summarize
 
 OK, DIFFERS, FIRST, NOT_COMPARED = "ok", "differs", "first divergent", "not compared"
 
-# columns of the run file's node_values table, in insert order
-COLUMNS = ("graph_id", "call_idx", "node", "status", "kind", "compiled_from", "max_abs",
-           "max_rel", "eager_vs_fp64", "compiled_vs_fp64", "eager_stats", "compiled_stats",
-           "fp64_stats")
 
 
 def _has_data(value: Any) -> bool:
@@ -116,8 +114,9 @@ def node_value_rows(graph_id: int, call_idx: int, gm: torch.fx.GraphModule, ref,
                     compiled_out: list, ref_out: list, judge_out: list | None,
                     tol: Tolerance, tier: str, loc=None,
                     backend: str | None = None) -> list[tuple]:
-    """Rows (``COLUMNS`` order, stats as dicts) for one checked call.
-    ``ref``/``judge``: the RecordingInterpreters (judge may be None);
+    """The run file's `node_values` rows for one checked call (stats as dicts).
+    ``ref``: the reference (interpreter.LeanPass or EagerReference);
+    ``judge``: the Float64Judge (may be None);
     ``loc``: the forward Localization when outputs diverged, else None;
     ``backend``: the user's backend's name (for the "user" stage)."""
     # compiled values known: outputs (as the call returned them, against the
@@ -201,6 +200,9 @@ def node_value_rows(graph_id: int, call_idx: int, gm: torch.fx.GraphModule, ref,
                     max_abs, max_rel = d.max_abs, d.max_rel
                 if c_vs_j is None:
                     c_vs_j = d.compiled_vs_fp64
-        rows.append((graph_id, call_idx, name, status, kind, source, max_abs, max_rel, e_vs_j,
-                     c_vs_j, eager_stats, compiled_stats, fp64_stats))
+        rows.append(NodeValueRow(
+            graph_id=graph_id, call_idx=call_idx, node=name, status=status, kind=kind,
+            compiled_from=source, max_abs=max_abs, max_rel=max_rel, eager_vs_fp64=e_vs_j,
+            compiled_vs_fp64=c_vs_j, eager_stats=eager_stats, compiled_stats=compiled_stats,
+            fp64_stats=fp64_stats))
     return rows

@@ -22,6 +22,9 @@ import traceback
 import weakref
 from dataclasses import dataclass
 
+from graphdbg.runfile.details import (CheckSkippedDetail, CompileErrorDetail, Detail,
+                                      DivergenceDetail, GraphBreakDetail, MalformedGraphDetail,
+                                      NanInfDetail, RecompileDetail, RuntimeErrorDetail)
 from graphdbg.runfile.writer import RunWriter
 from graphdbg.core.sourcemap import (Frame, code_line, in_library, innermost_user, is_internal,
                                      original_function, parse_traceback, user_frames)
@@ -49,7 +52,8 @@ class Findings:
         # exceptions already recorded, by id (with their type and text, to rule
         # out a reused id): not recorded again when the program dies of one
         self._recorded_excs: dict[int, tuple[str, str, str]] = {}
-        # stack and detail of each finding written, by key (the run file is write-only here)
+        # stack, detail (its details.py record) and message of each finding written, by key
+        # (the run file is write-only here)
         self._written: dict[str, dict] = {}
         # code object -> (finding key, frame, stack, guards) of its latest recompile
         self._recompiled: dict[str, tuple] = {}
@@ -66,11 +70,10 @@ class Findings:
         self._failing: tuple[BaseException, list] | None = None
 
     # -- writing -------------------------------------------------------------------------
-    def _add(self, key: str, **fields) -> None:
+    def _add(self, key: str, *, detail: Detail, **fields) -> None:
         """A finding; a repeat of the same key only counts up."""
-        self.writer.diagnostic(key, **fields)
-        self._written.setdefault(key, {"stack": fields.get("stack"),
-                                       "detail": fields.get("detail"),
+        self.writer.diagnostic(key, detail=detail, **fields)
+        self._written.setdefault(key, {"stack": fields.get("stack"), "detail": detail,
                                        "message": fields.get("message")})
 
     def _update(self, key: str, **fields) -> None:
@@ -105,8 +108,8 @@ class Findings:
             message=f"graph break: {info['headline']}",
             reason=info["reason"], hint="\n".join(info["hints"]) or None,
             user_frame=user_id, stack=stack, compile_id=cid,
-            detail={"gb_id": info["gb_id"], "gb_type": gb_type,
-                    "explanation": info["explanation"], "frame_skipped": False})
+            detail=GraphBreakDetail.of(gb_id=info["gb_id"], gb_type=gb_type,
+                                       explanation=info["explanation"], frame_skipped=False))
         if exc is not None:
             self._breaks.append((weakref.ref(exc), key))
         self.ctx.count("graph_break_events")
@@ -125,13 +128,13 @@ class Findings:
             if e is None or not any(e is c for c in chain):
                 continue
             row = self._written.get(key)
-            if row is not None and not (row["detail"] or {}).get("frame_skipped"):
+            if row is not None and not row["detail"].frame_skipped:
                 func, resumed = original_function(m.get("co_name") or "?")
                 line = resumed or m.get("co_firstlineno")
                 where = (f" at {os.path.basename(m['co_filename'])}:{line}"
                          if m.get("co_filename") else "")
-                self._update(key, detail={**(row["detail"] or {}), "frame_skipped": True,
-                                          "skipped_function": f"{func}(){where}"})
+                self._update(key, detail=row["detail"].updated(
+                    frame_skipped=True, skipped_function=f"{func}(){where}"))
                 self._update(key, message=f"{row['message']} (torch.compile cannot resume "
                                           f"after it: {func}(){where} runs eagerly)")
             return True
@@ -230,10 +233,10 @@ class Findings:
             self.writer.diagnostic(key, kind="recompile", severity="warning", message="",
                                    compile_id=p.cid)  # counts up
             detail = self._written[key]["detail"]
-            frames = _with_frame(detail["frames"], frame)
-            events = (detail["events"] + [{"compile_id": p.cid, "reasons": p.reasons}])[-20:]
-            detail = {**detail, "frames": frames[:50], "events": events,
-                      "frame_recompiles": detail["frame_recompiles"] + 1}
+            frames = _with_frame(detail.frames, frame)
+            events = (detail.events + [{"compile_id": p.cid, "reasons": p.reasons}])[-20:]
+            detail = detail.updated(frames=frames[:50], events=events,
+                                    frame_recompiles=detail.frame_recompiles + 1)
             self._update(key, detail=detail,
                          message=_with_frames(self._recompile_text[key], frames))
         else:
@@ -244,23 +247,24 @@ class Findings:
                 message=f"recompile of {fn}: {describe(guard, p.now)}",
                 reason="\n".join(p.reasons), hint=hint(guard, p.now), user_frame=user_id,
                 stack=stack, compile_id=p.cid,
-                detail={"function": p.code.function if p.code else None,
-                        "def_file": p.code.file if p.code else None,
-                        "def_line": p.code.line if p.code else None,
-                        "guard": guard.text, "guard_kind": guard.kind, "subject": guard.subject,
-                        "guard_located": any(not is_internal(f.file) for f, _ in guard.source),
-                        "changes": [], "events": [], "frames": [], "frame_recompiles": 0})
+                detail=RecompileDetail.of(
+                    function=p.code.function if p.code else None,
+                    def_file=p.code.file if p.code else None,
+                    def_line=p.code.line if p.code else None,
+                    guard=guard.text, guard_kind=guard.kind, subject=guard.subject,
+                    guard_located=any(not is_internal(f.file) for f, _ in guard.source),
+                    changes=[], events=[], frames=[], frame_recompiles=0))
             detail = self._written[key]["detail"]
-            changes = detail["changes"] + [{"expected": guard.expected, "actual": actual}]
-            events = (detail["events"] + [{"compile_id": p.cid, "reasons": p.reasons}])[-20:]
-            frames = _with_frame(detail["frames"], frame)
+            changes = detail.changes + [{"expected": guard.expected, "actual": actual}]
+            events = (detail.events + [{"compile_id": p.cid, "reasons": p.reasons}])[-20:]
+            frames = _with_frame(detail.frames, frame)
             text = (f"recompile of {fn}: "
                     + (describe(guard, p.now) if first else describe_repeats(guard, changes)))
             self._recompile_text[key] = text
             self._update(key, message=_with_frames(text, frames),
-                         detail={**detail, "changes": changes[-50:], "events": events,
-                                 "frames": frames[:50],
-                                 "frame_recompiles": detail["frame_recompiles"] + 1})
+                         detail=detail.updated(changes=changes[-50:], events=events,
+                                               frames=frames[:50],
+                                               frame_recompiles=detail.frame_recompiles + 1))
             self._group = {"key": key, "change": change, "codes": {code_key},
                            "site": p.site, "users": p.users}
         if p.code is not None:
@@ -287,7 +291,6 @@ class Findings:
         failure it refused (no recompile: the function runs eagerly). Of kind
         `compile_error`, as torch fails that compile: a recompile count is
         the recompiles that happened."""
-        w = self.writer
         m = re.match(r"'(?P<name>.*)' \((?P<file>.*):(?P<line>\d+)\)$", str(func_info))
         name = m["name"] if m else str(func_info)
         fn = f"{name}() at {os.path.basename(m['file'])}:{m['line']}" if m else name
@@ -325,9 +328,7 @@ class Findings:
                 runs = "calls that fail the guards of its compiled versions now run eagerly"
             detail_guard = {"guard_finding": guard_key, "guard": g.text, "compiled_for": compiled_for}
         else:
-            user = users[-1] if users else None
-            user_id = w.frame_id(*user) if user else None
-            stack = w.stack_id(users)
+            user_id, stack = self._user_call(users)
             runs = "calls that fail the guards of its compiled versions now run eagerly"
             detail_guard = {}
         if detail_guard.get("guard_finding"):
@@ -348,9 +349,9 @@ class Findings:
             hint=advice,
             user_frame=user_id, stack=stack,
             compile_id=refused.cid if refused is not None else None,
-            detail={"recompile_limit": True, "limit_type": limit_type, "limit": limit,
-                    "function": str(func_info), "last_reason": str(reason),
-                    "refused": refused_detail, **detail_guard})
+            detail=CompileErrorDetail.of(recompile_limit=True, limit_type=limit_type, limit=limit,
+                                         function=str(func_info), last_reason=str(reason),
+                                         refused=refused_detail, **detail_guard))
         self._limit_key = f"recompile_limit|{func_info}"
         self._group = None
         self.ctx.count("recompile_limit_hits")
@@ -401,19 +402,18 @@ class Findings:
                     if loc.isolated and loc.isolated.get("diverges")
                     else "The node alone matches eager: the error comes from how it is fused or "
                          "from earlier nodes' rounding.")
-        detail = {
-            "classification": kind, "call": call_idx, "direction": direction,
-            "output": output, "mutated_input": mutated_input,
-            "node": name, "target": loc.target, "module_path": mpath, "module_class": mcls,
-            "stage": stage, "method": loc.method, "compiles": loc.compiles,
-            "stage_compiles": loc.by_stage.get(loc.stage, 0), "seconds": round(loc.seconds, 3),
-            "compiles_by_stage": {(stage if k == "user" else k): v for k, v in loc.by_stage.items()},
-            "max_abs": finite_or_none(d.max_abs), "max_rel": finite_or_none(d.max_rel),
-            "eager_vs_fp64": d.eager_vs_fp64, "compiled_vs_fp64": d.compiled_vs_fp64,
-            "dtype": d.dtype, "isolated": loc.isolated, "undecided": loc.undecided,
-            "output_max_abs": finite_or_none(final.max_abs),
-            "output_max_rel": finite_or_none(final.max_rel),
-        }
+        detail = DivergenceDetail.of(
+            classification=kind, call=call_idx, direction=direction,
+            output=output, mutated_input=mutated_input,
+            node=name, target=loc.target, module_path=mpath, module_class=mcls,
+            stage=stage, method=loc.method, compiles=loc.compiles,
+            stage_compiles=loc.by_stage.get(loc.stage, 0), seconds=round(loc.seconds, 3),
+            compiles_by_stage={(stage if k == "user" else k): v for k, v in loc.by_stage.items()},
+            max_abs=finite_or_none(d.max_abs), max_rel=finite_or_none(d.max_rel),
+            eager_vs_fp64=d.eager_vs_fp64, compiled_vs_fp64=d.compiled_vs_fp64,
+            dtype=d.dtype, isolated=loc.isolated, undecided=loc.undecided,
+            output_max_abs=finite_or_none(final.max_abs),
+            output_max_rel=finite_or_none(final.max_rel))
         self._add(f"divergence|{graph_id}|{name}|{kind}|{direction}", kind="divergence",
                   severity=_SEVERITY.get(kind, "error"), message=message, hint=hint,
                   user_frame=user_id, stack=stack, graph_id=graph_id, node=name, op=loc.target,
@@ -431,22 +431,29 @@ class Findings:
             hint="In-place changes through this output reach the input in one mode and not in "
                  "the other.",
             user_frame=user_id, graph_id=graph_id,
-            detail={"classification": "aliasing", "call": call_idx, "output": output,
-                    "compiled_aliases_input": compiled, "eager_aliases_input": eager})
+            detail=DivergenceDetail.of(classification="aliasing", call=call_idx, output=output,
+                                       compiled_aliases_input=compiled, eager_aliases_input=eager))
 
     def _graph_site(self, graph_id: int) -> tuple[int | None, int | None]:
         """(frame id, stack id) for a finding about a graph whose node names no
         user line (its nodes are torch's code: ``torch.compile(opt.step)``):
         the compiled function when it is the user's, else the user's call
         into compiled code on the stack now (a check made during the call)."""
-        w = self.writer
         g = self.ctx.graphs[graph_id]
         if g.code_file and not is_internal(g.code_file):
-            return w.frame_id(g.code_file, g.code_line or 0, g.code_name or "?"), None
-        caller = user_frames(traceback.extract_stack(sys._getframe(2)))
-        if caller:
-            return w.frame_id(*caller[-1]), w.stack_id(caller)
-        return None, None
+            return self.writer.frame_id(g.code_file, g.code_line or 0, g.code_name or "?"), None
+        return self._user_call()
+
+    def _user_call(self, caller: list[Frame] | None = None) -> tuple[int | None, int | None]:
+        """(frame id, stack id) of the user's call on the stack now (``caller``:
+        the user's frames, when taken already), or (None, None) without one:
+        where a finding goes that has no line of its own (a graph of torch's
+        code only, ``torch.compile(nn.Linear(...))``; a toolchain's failure)."""
+        if caller is None:
+            caller = _user_stack()
+        if not caller:
+            return None, None
+        return self.writer.frame_id(*caller[-1]), self.writer.stack_id(caller)
 
     def check_skipped(self, graph_id: int, need: int, limit: int, what: str) -> None:
         """Graph ``graph_id`` is not checked against eager: the check would take
@@ -462,7 +469,7 @@ class Findings:
             hint="Check a smaller piece: graphdbg.compare(submodule, *inputs) on one block, or a "
                  "smaller batch; or give the check more room with --compare-memory MIB.",
             user_frame=user_id, graph_id=graph_id,
-            detail={"need_bytes": need, "budget_bytes": limit, "budget": what})
+            detail=CheckSkippedDetail.of(need_bytes=need, budget_bytes=limit, budget=what))
 
     def nonfinite(self, graph_id: int, node, where: str, call_idx: int, *, value: str = "NaN/Inf",
                   reaches: str | None = None, from_inf=None, direction: str = "forward",
@@ -507,9 +514,9 @@ class Findings:
             hint=(f"Its inputs hold infinities{made}; this op turns them into NaN."
                   if cause else "Its inputs are finite: this op creates the non-finite values."),
             user_frame=user_id, stack=stack, graph_id=graph_id, node=node.name, op=target,
-            detail={"where": where, "direction": direction, "call": call_idx,
-                    "module_path": mpath, "module_class": mcls,
-                    "value": value, "reaches": reaches, "from_inf": cause})
+            detail=NanInfDetail.of(where=where, direction=direction, call=call_idx,
+                                   module_path=mpath, module_class=mcls,
+                                   value=value, reaches=reaches, from_inf=cause))
 
     def _nonfinite_gradient(self, graph_id: int, node, target: str, where: str, call_idx: int,
                             value: str, user_id, stack, mpath, mcls, gradient_of: list[str],
@@ -542,15 +549,16 @@ class Findings:
             severity="warning" if where == "eager" else "error",
             message=message, hint=hint,
             user_frame=user_id, stack=stack, graph_id=graph_id, node=node.name, op=target,
-            detail={"where": where, "direction": "backward", "call": call_idx,
-                    "module_path": mpath, "module_class": mcls, "value": value,
-                    "gradient_of": gradient_of, "compiled_too": compiled_too,
-                    "masked_by": ({"node": masked_by.name, "op": node_target(masked_by)}
-                                  if masked_by is not None else None),
-                    "method": loc.method if loc else None,
-                    "compiles": loc.compiles if loc else 0,
-                    "seconds": round(loc.seconds, 3) if loc else None,
-                    "undecided": loc.undecided if loc else []})
+            detail=NanInfDetail.of(
+                where=where, direction="backward", call=call_idx,
+                module_path=mpath, module_class=mcls, value=value,
+                gradient_of=gradient_of, compiled_too=compiled_too,
+                masked_by=({"node": masked_by.name, "op": node_target(masked_by)}
+                           if masked_by is not None else None),
+                method=loc.method if loc else None,
+                compiles=loc.compiles if loc else 0,
+                seconds=round(loc.seconds, 3) if loc else None,
+                undecided=loc.undecided if loc else []))
 
     # -- failures ------------------------------------------------------------------------
     def runtime_error(self, exc: BaseException) -> None:
@@ -569,8 +577,7 @@ class Findings:
             kind="runtime_error", severity="error",
             message=headline(exc),
             reason=text, user_frame=w.frame_id(*user) if user else None, stack=stack,
-            detail={"exception": type(exc).__name__,
-                    "traceback": _format_tb(exc)})
+            detail=RuntimeErrorDetail.of(exception=type(exc).__name__, traceback=_format_tb(exc)))
 
     def backend_failure(self, graph_id: int, wrapper, exc: Exception, check=None,
                         gm=None) -> None:
@@ -578,7 +585,6 @@ class Findings:
         user's line that made that node; else a node of ``gm`` its message
         names; else, when the graph the backend was working on (``check``) is
         malformed, the broken node."""
-        w = self.writer
         node = failing_node(exc)
         if node is None and gm is not None:
             node = node_named_in(exc, gm.graph)
@@ -594,9 +600,7 @@ class Findings:
         if user_id is None:
             # no node to blame (a toolchain failure), or a node of torch's code only
             # (torch.compile(nn.Linear(...))): the user's call that compiled
-            caller = user_frames(traceback.extract_stack(sys._getframe(1)))
-            if caller:
-                user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+            user_id, stack = self._user_call()
         raised = raised_in_user_code(exc)
         if compiler_error(exc):
             hint = ("The C++ compiler rejected inductor's code or flags for this graph: check "
@@ -618,10 +622,10 @@ class Findings:
             user_frame=user_id, stack=stack, graph_id=graph_id,
             node=node.name if node is not None else None, op=target,
             compile_id=g.compile_id,
-            detail={"exception": type(exc).__name__, "backend": backend,
-                    "raised_at": list(raised) if raised else None,
-                    "compiler_error": compiler_error(exc),
-                    "traceback": _format_tb(exc)})
+            detail=CompileErrorDetail.of(exception=type(exc).__name__, backend=backend,
+                                         raised_at=list(raised) if raised else None,
+                                         compiler_error=compiler_error(exc),
+                                         traceback=_format_tb(exc)))
         self._remember(exc, f"compile_error|graph{graph_id}")
 
     def export_failure(self, exc: BaseException, strict: bool = False) -> None:
@@ -630,7 +634,7 @@ class Findings:
         symbols it could not decide on."""
         w = self.writer
         chain = exception_chain(exc)
-        caller = user_frames(traceback.extract_stack(sys._getframe(2)))
+        caller = _user_stack()
         inner: list[Frame] = []
         for e in chain:  # non-strict export runs the user's forward: its frames are here
             user = user_frames(traceback.extract_tb(e.__traceback__))
@@ -655,7 +659,7 @@ class Findings:
                 stack = w.stack_id(caller + [Frame(*f) for f in w.stack_frames(node_stack)]) \
                     if node_stack else None
         if user_id is None and caller:
-            user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+            user_id, stack = self._user_call(caller)
         data_dependent = any(type(e).__name__ == "GuardOnDataDependentSymNode"
                              or "data-dependent" in str(e).split("\n", 1)[0] for e in chain)
         unbacked = []
@@ -690,12 +694,12 @@ class Findings:
         fields = dict(kind="compile_error", severity="error",
                       message=f"torch.export failed: {headline(exc)}"[:500], reason=reason,
                       hint=hint, user_frame=user_id, stack=stack,
-                      detail={"export": True, "strict": strict, "exception": type(exc).__name__,
-                              "data_dependent": data_dependent, "unbacked": unbacked,
-                              "guards": [{"file": f, "line": ln, "function": fn, "guard": g}
-                                         for f, ln, fn, g in guards[:8]],
-                              "explanation": explanation, "hints": hints,
-                              "traceback": _format_tb(exc)})
+                      detail=CompileErrorDetail.of(
+                          export=True, strict=strict, exception=type(exc).__name__,
+                          data_dependent=data_dependent, unbacked=unbacked,
+                          guards=[{"file": f, "line": ln, "function": fn, "guard": g}
+                                  for f, ln, fn, g in guards[:8]],
+                          explanation=explanation, hints=hints, traceback=_format_tb(exc)))
         if key is not None:  # Dynamo (strict export) recorded it already: say it better
             self._update(key, **{k: v for k, v in fields.items() if k != "kind"})
         else:
@@ -731,9 +735,9 @@ class Findings:
                 # no line of its own (no node; a node traced before the session
                 # began): at the user's call that checked, or compiled, the graph
                 if caller is None:
-                    caller = user_frames(traceback.extract_stack(sys._getframe(1)))
-                if caller:
-                    user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+                    caller = self._user_call()
+                user_id, stack = caller
+                if user_id is not None:
                     hint = (f"{p.node or 'The graph'} has no source line of its own: shown at "
                             f"your call that {'checked' if stage == 'check_graph' else 'compiled'} "
                             f"the graph. " + (hint or ""))
@@ -748,9 +752,10 @@ class Findings:
                 f"malformed|{graph_id}|{stage}|{p.node}|{p.check}", kind="malformed_graph",
                 severity=p.severity, message=p.message[:500], hint=hint, user_frame=user_id,
                 stack=stack, graph_id=graph_id, node=p.node, op=p.target,
-                detail={"check": p.check, "stage": stage, "created_by_pass": by_pass,
-                        "created_at": list(p.created_at) if p.created_at else None,
-                        "nodes_checked": check.checked, "unchecked": check.unchecked[:20]})
+                detail=MalformedGraphDetail.of(
+                    check=p.check, stage=stage, created_by_pass=by_pass,
+                    created_at=list(p.created_at) if p.created_at else None,
+                    nodes_checked=check.checked, unchecked=check.unchecked[:20]))
 
     def compiled_call_failed(self, graph_id: int, call_idx: int, node, exc: BaseException,
                              replay_exc: BaseException | None) -> None:
@@ -773,11 +778,8 @@ class Findings:
                 user_id = w.frame_id(g.code_file, g.code_line, g.code_name or "?")
             message = (f"compiled graph {graph_id} fails on inputs that eager runs fine: "
                        f"{headline(exc)}")
-        if user_id is None:
-            # only torch's code in the graph (torch.compile(nn.Linear(...))): the user's call
-            caller = user_frames(traceback.extract_stack(sys._getframe(1)))
-            if caller:
-                user_id, stack = w.frame_id(*caller[-1]), w.stack_id(caller)
+        if user_id is None:  # only torch's code in the graph (torch.compile(nn.Linear(...)))
+            user_id, stack = self._user_call()
         key = f"runtime_error|graph{graph_id}|{node.name if node is not None else '-'}"
         self._remember(exc, key)
         self._add(
@@ -786,9 +788,10 @@ class Findings:
             hint=fakecheck.hint(wrong_fakes, at_run_time=True) if wrong_fakes else None,
             user_frame=user_id, stack=stack, graph_id=graph_id,
             node=node.name if node is not None else None, op=target,
-            detail={"call": call_idx, "exception": type(exc).__name__,
-                    "eager_replay": None if replay_exc is None else headline(replay_exc),
-                    **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {})})
+            detail=RuntimeErrorDetail.of(
+                call=call_idx, exception=type(exc).__name__,
+                eager_replay=None if replay_exc is None else headline(replay_exc),
+                **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {})))
 
     def compile_failing(self, exc: BaseException | None) -> None:
         """Dynamo is failing a frame with ``exc`` and its graph is still whole
@@ -825,7 +828,7 @@ class Findings:
         elif not (file and line) or is_internal(file):
             # only torch's code was being compiled (torch.compile(nn.Linear(...))), or
             # no line known: the user's call
-            user = user_frames(traceback.extract_stack(sys._getframe(1)))
+            user = _user_stack()
             file, line, function = user[-1] if user else (None, None, function)
         user_id = w.frame_id(file, line, function) if file and line else None
         stack = w.stack_id(user) if user else None
@@ -841,9 +844,10 @@ class Findings:
             key, kind="compile_error", severity="error", message=message[:500],
             reason=reason, hint=advice, user_frame=user_id, stack=stack,
             compile_id=cid,
-            detail={"fail_type": m.get("fail_type"), "explanation": explanation, "hints": hints,
-                    **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {}),
-                    "traceback": _format_tb(exc)})
+            detail=CompileErrorDetail.of(
+                fail_type=m.get("fail_type"), explanation=explanation, hints=hints,
+                **({"fake_mismatch": [f.as_dict() for f in wrong_fakes]} if wrong_fakes else {}),
+                traceback=_format_tb(exc)))
         self._remember(exc, key)
 
     def _remember(self, exc: BaseException | None, key: str) -> None:
@@ -891,7 +895,7 @@ class Findings:
         stack = w.stack_id(merged) or row.get("stack")
         # the error the finding is about, not torch's error in cleaning up after it
         cause = compat.unwrap_cleanup_error(exc)
-        detail = dict(row.get("detail") or {}, uncaught=True, exception=type(cause).__name__)
+        detail = row["detail"].updated(uncaught=True, exception=type(cause).__name__)
         self._update(key, stack=stack, detail=detail)
 
 
@@ -905,6 +909,12 @@ class _Recompile:
     users: list[Frame]          # the user's frames down to that call
     reasons: list[str]          # torch's text
     cid: str | None
+
+
+def _user_stack() -> list[Frame]:
+    """The user's frames on the stack now, outermost first (torch's and
+    graphdbg's left out: how deep in them this is called does not matter)."""
+    return user_frames(traceback.extract_stack(sys._getframe(1)))
 
 
 def _function_name(code: Frame) -> str:

@@ -34,6 +34,7 @@ from typing import Any, Callable
 import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
+from graphdbg.runfile.records import CallRow, NodeRow
 from graphdbg.runfile.writer import dumps
 from graphdbg.core.sourcemap import in_library, is_internal
 
@@ -300,9 +301,10 @@ class BackendRecorder:
             user_id, stack, mpath, mcls = node_source(w, node)
             if user_id is not None:
                 graph.node_frames[node.name] = user_id
-            w.add("nodes", (graph_id, idx, node.name, node.op, node_target(node, gm),
-                            dumps(shapes), dumps(dtypes), user_id, stack, mpath, mcls,
-                            _arg_text(node)))
+            w.add(NodeRow(graph_id=graph_id, idx=idx, name=node.name, op=node.op,
+                          target=node_target(node, gm), shapes=dumps(shapes),
+                          dtypes=dumps(dtypes), user_frame=user_id, stack=stack,
+                          module_path=mpath, module_class=mcls, args=_arg_text(node)))
         try:
             # not gm.code: on a lazy GraphModule (Dynamo's) that installs the real
             # forward before the backend sees it, which changes what Dynamo keeps
@@ -399,7 +401,8 @@ class BackendRecorder:
             # steady state: every call's time and output shapes, statistics sampled
             text = "[" + ",".join(['{"shape":%s,"dtype":%s,"stats":null}' % tensorstats.describe_json(t)[:2]
                                    for t in tensors]) + "]"
-            ctx.writer.add("calls", (ctx.next_seq(), graph_id, call_idx, wall_ns, text))
+            ctx.writer.add(CallRow(seq=ctx.next_seq(), graph_id=graph_id, call_idx=call_idx,
+                                   wall_ns=wall_ns, outputs=text))
             return
         outputs = []
         for t in tensors:
@@ -407,7 +410,8 @@ class BackendRecorder:
             outputs.append({"shape": shape, "dtype": dtype,
                             "stats": tensorstats.summarize(t, values)})
         seq = ctx.next_seq()
-        ctx.writer.add("calls", (seq, graph_id, call_idx, wall_ns, dumps(outputs)))
+        ctx.writer.add(CallRow(seq=seq, graph_id=graph_id, call_idx=call_idx, wall_ns=wall_ns,
+                               outputs=dumps(outputs)))
         if values == "full" and call_idx < 4:
             self.keeper.keep(f"call:{seq}", tensors,
                              f"{ctx.graphs[graph_id].code_name or ''} graph {graph_id}")

@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any
 
+from graphdbg.runfile.records import EventRow
 from graphdbg.runfile.writer import dumps
 from graphdbg.core.sourcemap import innermost_user, parse_traceback
 
@@ -316,8 +317,10 @@ class KernelTimes:
                 ctx.internal_error("kernel times", exc)
                 continue
             if rec is not None:
-                ctx.writer.add("events", (ctx.next_seq(), ctx.now(), "graphdbg_kernel_times",
-                                          mod.cid, dumps({"graphdbg_kernel_times": rec}), None))
+                ctx.writer.add(EventRow(
+                    seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_kernel_times",
+                    compile_id=mod.cid, metadata=dumps({"graphdbg_kernel_times": rec}),
+                    payload=None))
         self.modules = []
 
     # -- from the trace handler -----------------------------------------------------

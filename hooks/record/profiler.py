@@ -17,6 +17,7 @@ import json
 import os
 import re
 import socket
+from typing import Callable
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -33,20 +34,48 @@ def profile_dir(run_file: str) -> str:
 
 class ProfileRecorder:
     """torch.profiler around the program, stepped by its optimizer or its
-    first compiled graph."""
+    first compiled graph. Where it cannot start, or records nothing, ``say``
+    tells why in one line; the run goes on."""
 
     def __init__(self, ctx: CaptureContext, out_dir: str,
-                 steps: tuple[int, int, int, int] = DEFAULT_STEPS) -> None:
+                 steps: tuple[int, int, int, int] = DEFAULT_STEPS,
+                 say: Callable[[str], None] = print) -> None:
         self.ctx = ctx
         self.out_dir = out_dir
         self.steps = steps
+        self.say = say
         self.taken = 0
         self._optimizer_steps = False
         self._first_graph: int | None = None
         self._prof = None
         self._hook = None
 
-    def start(self) -> None:
+    def install(self) -> None:
+        try:
+            self._start()
+        except Exception as exc:  # noqa: BLE001 - the program runs with or without traces
+            self.say(f"torch.profiler did not start ({type(exc).__name__}: {exc}); "
+                     f"the run goes on without --profile")
+            try:
+                self._stop()
+            except Exception:  # noqa: BLE001, S110 - it never started
+                pass
+            self._prof = None
+
+    def uninstall(self) -> None:
+        """Stop profiling; the traces' paths go into the run's meta."""
+        if self._prof is None:   # it never started
+            return
+        traces = self._stop()
+        self.ctx.writer.set_meta(profile={"dir": self.out_dir, "traces": traces,
+                                          "steps": self.taken, "schedule": list(self.steps)})
+        if not traces:
+            self.say(f"--profile wrote no trace: the program took {self.taken} step(s) "
+                     f"(optimizer steps, or calls of its first compiled graph) and the schedule "
+                     f"{','.join(map(str, self.steps))} records none of them; "
+                     f"--profile-steps 0,0,1,1 records a program without steps whole")
+
+    def _start(self) -> None:
         wait, warmup, active, repeat = self.steps
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
@@ -83,7 +112,7 @@ class ProfileRecorder:
             self.taken += 1
             self._prof.step()
 
-    def stop(self) -> list[str]:
+    def _stop(self) -> list[str]:
         """Stop profiling; the trace files written (none: nothing was recorded)."""
         self.ctx.call_listener = None
         if self._hook is not None:

@@ -20,8 +20,14 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING, Callable
 
 from graphdbg.core.sourcemap import in_library, is_internal
+from graphdbg.runfile.records import EventRow
+from graphdbg.runfile.writer import dumps
+
+if TYPE_CHECKING:
+    from ..context import CaptureContext
 
 ATTACH_WAIT_S = 1.0    # a py-spy that cannot attach has ended by then (0.4 s here)
 
@@ -87,6 +93,46 @@ class PySpy:
             return self.out, None
         return None, "py-spy wrote no samples: " + _reason((err or b"").decode(errors="replace"))
 
+
+
+class PySpyRecorder:
+    """py-spy beside the program, installed like the other recorders: its
+    samples per user line go into the run file as an event row. Where it
+    cannot sample, ``say`` tells why in one line and the run goes on."""
+
+    def __init__(self, ctx: "CaptureContext", out: str, rate: int = 100,
+                 say: Callable[[str], None] = print) -> None:
+        self.ctx = ctx
+        self.spy: PySpy | None = PySpy(out, rate)
+        self.say = say
+
+    def install(self) -> None:
+        why = self.spy.start()
+        if why is not None:
+            self.say(f"{why}; the run goes on without it")
+            self.ctx.writer.set_meta(py_spy_error=why)
+            self.spy = None
+
+    def uninstall(self) -> None:
+        spy, self.spy = self.spy, None
+        if spy is None:
+            return
+        path, why = spy.stop()
+        if path is None:
+            if why:
+                self.say(why)
+                self.ctx.writer.set_meta(py_spy_error=why)
+            return
+        try:
+            total, lines = line_samples(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.say(f"cannot read py-spy's {path}: {exc}")
+            return
+        ctx = self.ctx
+        ctx.writer.add(EventRow(
+            seq=ctx.next_seq(), t=ctx.now(), name="py_spy_samples", compile_id=None,
+            metadata=dumps({"py_spy_samples": {"samples": total, "rate": spy.rate, "file": path}}),
+            payload=dumps([list(r) for r in lines[:5000]])))
 
 def _reason(text: str) -> str:
     """py-spy's error in one line (its backtrace left out)."""

@@ -7,6 +7,8 @@ import re
 
 import torch
 
+from graphdbg.runfile.records import TensorRow
+
 from . import tensorstats
 from ..context import CaptureContext
 
@@ -31,4 +33,4 @@ class TensorKeeper:
             self.budget -= size
             with torch.no_grad():
                 blob = save({"value": t.detach().to("cpu").contiguous().clone()})
-            self.ctx.writer.add("tensors", (owner, str(i), blob))
+            self.ctx.writer.add(TensorRow(id=None, owner=owner, name=str(i), safetensors=blob))

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch._logging._internal as torch_logging
 
+from graphdbg.runfile.records import EventRow
 from graphdbg.runfile.writer import dumps
 from graphdbg.runfile.schema import COMPILE_PHASES
 from graphdbg.core.sourcemap import (Frame, is_internal, original_function, parse_traceback,
@@ -155,7 +156,8 @@ class TraceHandler(logging.Handler):
         ctx = self.ctx
         if key in _KEEP:
             text = payload if payload is None or len(payload) <= _MAX_PAYLOAD else payload[:_MAX_PAYLOAD]
-            ctx.writer.add("events", (ctx.next_seq(), ctx.now(), key, cid, dumps(md), text))
+            ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name=key, compile_id=cid,
+                                    metadata=dumps(md), payload=text))
         if key == "dynamo_start":
             self.findings.compile_started(cid)  # a recompile torch announced goes ahead
             self._progress_start(md["dynamo_start"].get("stack") or [], cid)
@@ -283,8 +285,9 @@ class TraceHandler(logging.Handler):
             ours = [g.backend_time_s for g in ctx.graphs_for_compile(cid)
                     if g.backend_time_s is not None]
             phases = compile_phases(m, self._cpp_s.pop(cid, 0.0), sum(ours) if ours else None)
-            w.add("events", (ctx.next_seq(), ctx.now(), "graphdbg_compile_time", cid,
-                             dumps({"graphdbg_compile_time": phases}), None))
+            w.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_compile_time",
+                           compile_id=cid, metadata=dumps({"graphdbg_compile_time": phases}),
+                           payload=None))
         ctx.count("frame_compiles")
         ctx.progress.end()
         findings = self.findings

@@ -105,7 +105,7 @@ the inner backend's; only gradients flowing through the mutated node change.
 call_function/call_method/call_module nodes normally and raises
 ``PartialGraphError`` on smaller ones, like a backend written for whole graphs.
 
-Self-test: ``python tests/support/faulty_backends.py [--inner aot_eager|inductor|both]``.
+Self-test: ``self_test([...inner backends])``, run by tests/test_faulty_backends.py.
 """
 
 from __future__ import annotations
@@ -556,7 +556,7 @@ crashing_on_partial_backend = make_crashing_on_partial_backend(8, "aot_eager")
 # self-test
 
 
-def _self_test(inners):
+def self_test(inners):
     import time
 
     torch.manual_seed(0)
@@ -728,18 +728,6 @@ def _subgraph_check(inner):
     print(f"  {inner:9} sub-graphs: fault in exactly the {len(be.mutated) - 1} sub-graphs holding "
           f"{adds[1]} (adds {adds}): {'ok' if ok else f'FAIL {bad}'}")
     return [] if ok else [(inner, "subgraphs", bad)]
-
-
-if __name__ == "__main__":
-    import argparse
-    import sys
-
-    p = argparse.ArgumentParser()
-    p.add_argument("--inner", default="both", choices=["aot_eager", "inductor", "eager", "both"])
-    a = p.parse_args()
-    fails = _self_test(["aot_eager", "inductor"] if a.inner == "both" else [a.inner])
-    print("FAILURES:", fails if fails else "none")
-    sys.exit(1 if fails else 0)
 
 
 class Dropped(torch.nn.Module):

@@ -19,14 +19,14 @@ UI thread); `first_divergent` and `next_differing` answer with row indices.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
-from graphdbg.reporters.diff import AlignedOps, compare_ops, graph_boundaries, read_side
-from graphdbg.core.format import brief
+from graphdbg.reporters.diff import (AlignedOps, GraphBoundary, compare_ops, graph_boundaries,
+                                     read_side)
+from graphdbg.core.format import brief, num
 from graphdbg.runfile.query import NodeValue, Run
 
 # status -> theme level (the view maps levels to $error / $warning / $success)
@@ -40,17 +40,6 @@ GRAPH_COLUMNS = ("#", "node", "status", "max abs", "max rel", "eager", "compiled
                  "comp↔f64", "float64", "target", "line")
 RUNS_COLUMNS = ("line", "op", "status", "max rel", "n A", "n B", "time A", "time B", "Δ time",
                 "phase", "first at")
-
-
-def num(x: float | None) -> str:
-    """A number in a few characters: 3 significant digits, inf, or -."""
-    if x is None:
-        return "-"
-    if isinstance(x, float) and math.isnan(x):
-        return "nan"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.3g}"
 
 
 def ns_text(ns: int | None) -> str:
@@ -97,8 +86,8 @@ def full_stats(s: dict | None) -> str:
 class DiffRow:
     """One row of the diff table: its cells, status, level ("error",
     "warning", "success" or None: how the view colours the status), where
-    it is in the source, and the record it came from (a `NodeValue`, or a
-    dict for two runs)."""
+    it is in the source, and the record it came from (a `NodeValue`; for two
+    runs an `OpGroup` or a `GraphBoundary`)."""
     key: str
     cells: tuple[str, ...]
     status: str
@@ -215,8 +204,9 @@ class DiffModel:
             # the group of the earliest differing op in A's order (graphdbg diff's
             # "first divergence")
             src = differing if diff_only else rows
-            best = min(((r.item["first_seq"], i) for i, r in enumerate(src)
-                        if r.differs and r.item.get("first_seq") is not None), default=None)
+            best = min(((r.item.first_seq, i) for i, r in enumerate(src)
+                        if r.differs and isinstance(r.item, OpGroup)
+                        and r.item.first_seq is not None), default=None)
             if best is None:  # only graph outputs differ
                 return next((i for i, r in enumerate(src) if r.differs), None)
             return best[1]
@@ -321,19 +311,19 @@ class DiffModel:
                      f"  max rel {num(item.max_rel)}"),
                     (f"float64   {full_stats(item.fp64_stats)}   rmse eager {num(item.eager_vs_fp64)}"
                      f"  compiled {num(item.compiled_vs_fp64)}")]
-        if isinstance(item, dict):
-            where = f"{brief(item.get('file'))}:{item.get('line')}" if item.get("file") else "-"
-            if "graph" in item:  # a compiled graph's output against the other run
-                return [(f"graph {item['graph']} output (compiled in run {item['compiled_in']}, "
-                         f"call {item['call']}) at {where}: values differ"),
-                        f"compiled  {full_stats(item.get('compiled'))}",
-                        f"eager     {full_stats(item.get('eager'))}"]
-            lines = [f"{item['op']} ({item.get('phase') or '-'}) at {where}: {row.cells[2]}",
-                     (f"A: {item['n_a']} ops, {ns_text(item['t_a'])}   B: {item['n_b']} ops, "
-                      f"{ns_text(item['t_b'])}   B-A {ns_text(item['t_b'] - item['t_a'])}")]
-            if item.get("first_k") is not None:
-                lines.append(f"first differing occurrence #{item['first_k']}, largest relative "
-                             f"difference {num(item.get('worst'))}")
+        if isinstance(item, (OpGroup, GraphBoundary)):
+            where = f"{brief(item.file)}:{item.line}" if item.file else "-"
+            if isinstance(item, GraphBoundary):  # a compiled graph's output against the other run
+                return [(f"graph {item.graph} output (compiled in run {item.compiled_in}, "
+                         f"call {item.call}) at {where}: values differ"),
+                        f"compiled  {full_stats(item.compiled)}",
+                        f"eager     {full_stats(item.eager)}"]
+            lines = [f"{item.op} ({item.phase or '-'}) at {where}: {row.cells[2]}",
+                     (f"A: {item.n_a} ops, {ns_text(item.t_a)}   B: {item.n_b} ops, "
+                      f"{ns_text(item.t_b)}   B-A {ns_text(item.t_b - item.t_a)}")]
+            if item.first_k is not None:
+                lines.append(f"first differing occurrence #{item.first_k}, largest relative "
+                             f"difference {num(item.worst)}")
             return lines
         return [" ".join(row.cells)]
 
@@ -356,70 +346,96 @@ def graph_row(v: NodeValue) -> DiffRow:
 
 # -- two runs ---------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class OpGroup:
+    """A row of the runs diff: the eager ops of one (file, line, op, phase) in
+    both runs."""
+    file: str | None
+    line: int | None
+    op: str
+    phase: str | None
+    n_a: int                       # ops in each run
+    n_b: int
+    t_a: int                       # their time, ns
+    t_b: int
+    worst: float | None            # largest relative difference (inf: a shape)
+    what: str | None               # "shape" if any aligned pair's shape differs, else "values"
+    first_k: int | None            # the first differing occurrence
+    first_seq: int | None          # its seq in A (for the first divergent row)
+
+
+@dataclass(slots=True)
+class _Tally:
+    """An `OpGroup`'s counts while the ops are read (fields as there)."""
+    n_a: int = 0
+    n_b: int = 0
+    t_a: int = 0
+    t_b: int = 0
+    worst: float | None = None
+    what: str | None = None
+    first_k: int | None = None
+    first_seq: int | None = None
+
+
 def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
     """One row per (file, line, op, phase) of either run, in the order of A's
     first occurrence (then B's groups), with counts, time per side and the
     largest value difference over the aligned occurrences (graphdbg diff's
     alignment and value rule). Lines that ran compiled in one run are marked."""
     A, B = read_side(run_a), read_side(run_b)
-    groups: OrderedDict[tuple, dict] = OrderedDict()
-
-    def group(g: tuple) -> dict:
-        d = groups.get(g)
-        if d is None:
-            d = groups[g] = {"n_a": 0, "n_b": 0, "t_a": 0, "t_b": 0, "worst": None,
-                             "what": None, "first_k": None, "first_seq": None}
-        return d
-
-    for side, key_n, key_t in ((run_a, "n_a", "t_a"), (run_b, "n_b", "t_b")):
+    groups: OrderedDict[tuple, _Tally] = OrderedDict()
+    for side, is_a in ((run_a, True), (run_b, False)):
         for o in side.iter_ops():
-            d = group((o.file, o.line, o.op, o.phase))
-            d[key_n] += 1
-            d[key_t] += o.time_ns or 0
+            g = (o.file, o.line, o.op, o.phase)
+            d = groups.get(g)
+            if d is None:
+                d = groups[g] = _Tally()
+            if is_a:
+                d.n_a += 1
+                d.t_a += o.time_ns or 0
+            else:
+                d.n_b += 1
+                d.t_b += o.time_ns or 0
     for (g, k), a, b in AlignedOps(A, B):
         found = compare_ops(a, b, k, rtol)
         if found is None:
             continue
         d = groups[g]
-        rel = found.get("rel_diff")
-        rel = math.inf if found["what"] == "shape" or rel is None else rel
-        if d["worst"] is None or rel > d["worst"]:
-            d["worst"] = rel
-        if d["first_k"] is None or k < d["first_k"]:
-            d["first_k"] = k
-        if d["first_seq"] is None or a.seq < d["first_seq"]:
-            d["first_seq"] = a.seq
-        if found["what"] == "shape" or d["what"] is None:
-            d["what"] = found["what"]
+        if d.worst is None or found.rel_diff > d.worst:
+            d.worst = found.rel_diff
+        if d.first_k is None or k < d.first_k:
+            d.first_k = k
+        if d.first_seq is None or a.seq < d.first_seq:
+            d.first_seq = a.seq
+        if found.what == "shape" or d.what is None:
+            d.what = found.what
     rows = []
     for (file, line, op, phase), d in groups.items():
-        if d["what"] is not None:
-            status = d["what"]
-        elif d["n_a"] and d["n_b"]:
-            status = "same" if d["n_a"] == d["n_b"] else "count"
+        if d.what is not None:
+            status = d.what
+        elif d.n_a and d.n_b:
+            status = "same" if d.n_a == d.n_b else "count"
         else:
-            status = "only in A" if d["n_a"] else "only in B"
-        if status in ("count", "only in A", "only in B") and d["n_a"] != d["n_b"]:
-            fewer_b = d["n_a"] > d["n_b"]
+            status = "only in A" if d.n_a else "only in B"
+        if status in ("count", "only in A", "only in B") and d.n_a != d.n_b:
+            fewer_b = d.n_a > d.n_b
             graphs = (B if fewer_b else A).covered.get((file, line))
             if graphs:  # the missing ops ran inside a compiled graph there
                 status += f" (compiled in {'B' if fewer_b else 'A'}: graph {min(graphs)})"
         where = f"{brief(file)}:{line}" if file else "-"
-        first_at = f"#{d['first_k']}" if d["first_k"] is not None else "-"
-        cells = (where, op, status, num(d["worst"]), str(d["n_a"]), str(d["n_b"]),
-                 ns_text(d["t_a"]), ns_text(d["t_b"]), ns_text(d["t_b"] - d["t_a"]),
+        first_at = f"#{d.first_k}" if d.first_k is not None else "-"
+        cells = (where, op, status, num(d.worst), str(d.n_a), str(d.n_b),
+                 ns_text(d.t_a), ns_text(d.t_b), ns_text(d.t_b - d.t_a),
                  phase or "-", first_at)
-        item = {"file": file, "line": line, "op": op, "phase": phase, **d}
+        item = OpGroup(file, line, op, phase, *astuple(d))
         rows.append(DiffRow(f"{file}:{line}:{op}:{phase}", cells,
                             status.split(" (")[0], file, line, item))
     # compiled graphs' outputs against the value the other run computed at
     # the graph's output line (graphdbg diff's "graph boundaries")
     for b in graph_boundaries(A, B, rtol):
-        where = f"{brief(b['file'])}:{b['line']}" if b.get("file") else "-"
-        rel = b.get("rel_diff")
-        cells = (where, f"graph {b['graph']} output (compiled in {b['compiled_in']})", "values",
-                 num(math.inf if rel is None else rel), "-", "-", "-", "-", "-", "forward",
-                 f"call {b['call']}")
-        rows.append(DiffRow(f"graph:{b['compiled_in']}:{b['graph']}", cells, "values",
-                            b.get("file"), b.get("line"), dict(b, first_seq=None)))
+        where = f"{brief(b.file)}:{b.line}" if b.file else "-"
+        cells = (where, f"graph {b.graph} output (compiled in {b.compiled_in})", "values",
+                 num(b.rel_diff), "-", "-", "-", "-", "-", "forward", f"call {b.call}")
+        rows.append(DiffRow(f"graph:{b.compiled_in}:{b.graph}", cells, "values",
+                            b.file, b.line, b))
     return rows

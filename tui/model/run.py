@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from graphdbg.core.format import brief, code_part, ms, short
+from graphdbg.core.format import brief, code_part, ms, num, short
+from graphdbg.runfile.details import (CompileErrorDetail, DivergenceDetail, GraphBreakDetail,
+                                      NanInfDetail)
 from graphdbg.runfile.query import (SEVERITIES, CompileTime, Finding, Graph, Node, NodeValue,
                                     Run, SourceLine)
-from .diff import num, stats_text
+from .diff import stats_text
 
 VIEWS = ("problems", "graphs", "source", "hot", "info")
 VIEW_TITLES = {"problems": "Problems", "graphs": "Graphs", "source": "Source",
@@ -225,31 +227,9 @@ class Line:
     text: str
 
 
-def divergence_numbers(detail: dict | None) -> list[tuple[str, str]]:
+def divergence_numbers(detail: object) -> list[tuple[str, str]]:
     """The numbers of a divergence (or NaN/Inf) finding, as (label, value)."""
-    if not isinstance(detail, dict):
-        return []
-    d = detail
-
-    def num(x):
-        return "-" if x is None else f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
-    out = []
-    for key, label in (("classification", "classification"), ("node", "node"), ("op", "op"),
-                       ("target", "target"), ("stage", "stage"), ("max_abs", "max abs"),
-                       ("max_rel", "max rel"), ("eager_vs_fp64", "eager vs float64"),
-                       ("compiled_vs_fp64", "compiled vs float64"), ("module_path", "module"),
-                       ("module_class", "module class"), ("method", "localised by"),
-                       ("compiles", "compiles"), ("call_idx", "call")):
-        if key in d and d[key] is not None:
-            val = d[key]
-            out.append((label, num(val) if key in ("max_abs", "max_rel", "eager_vs_fp64",
-                                                    "compiled_vs_fp64") else str(val)))
-    iso = d.get("isolated") or {}
-    if iso.get("decided"):
-        out.append(("on its own inputs", "wrong" if iso.get("diverges") else "right"))
-    if d.get("undecided"):
-        out.append(("undecided", "; ".join(map(str, d["undecided"]))))
-    return out
+    return detail.numbers() if isinstance(detail, (DivergenceDetail, NanInfDetail)) else []
 
 
 def source_excerpt(lines: Sequence[str], line: int | None, around: int = 3,
@@ -308,7 +288,8 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
     if f.reason and f.reason.strip() != (f.message or "").strip():
         out.append(Line("label", "reason (torch)"))
         out += [Line("text", t) for t in f.reason.rstrip().splitlines()]
-    explanation = (f.detail or {}).get("explanation") if isinstance(f.detail, dict) else None
+    explanation = (f.detail.explanation
+                   if isinstance(f.detail, (GraphBreakDetail, CompileErrorDetail)) else None)
     if explanation:
         out.append(Line("label", "explanation"))
         out += [Line("text", t) for t in str(explanation).splitlines()]
@@ -764,7 +745,7 @@ STATUS_NOTES = {
 def run_info(run: Run, counts: dict | None = None) -> list[tuple[str, str]]:
     """(label, value) lines of the Run info view (no clock: times as stored)."""
     i = run.info
-    out = [("file", i.file),
+    out = [("file", short(i.file)),
            ("command", ("-m " if i.module else "") + " ".join(map(str, i.argv or []))),
            ("cwd", i.cwd or "-"),
            ("exit status", "-" if i.exit_status is None else str(i.exit_status)),
