@@ -197,7 +197,7 @@ def finding_text(f: Finding) -> list[str]:
         out.append(f"  {'':>5}   {'^' * len(code_part(f.code))}")
     out.append(f"  {f.message}")
     if isinstance(f.detail, DivergenceDetail):
-        out.append(f"  {f.detail.failure_line()}")
+        out.append(f"  {f.detail.summary()}")
     reason = _first_line(f.reason)
     if reason and reason not in (f.message or ""):
         out.append(f"  torch: {reason}")

@@ -424,7 +424,7 @@ def test_the_marker_limits_recompiles_graphs_and_numerics(main_run):
     assert "compiled differs from eager at 1 place(s)" in text
     assert f"divergence at program.py:{PROGRAM_LINES['faulty']} in faulty_fn" in text
     # the node, its op, the error and the float64 verdict
-    assert re.search(r"node \w+ \(.+\); miscompile; max abs 2, rel [\d.e-]+; vs float64: "
+    assert re.search(r"miscompile · node \w+ \(.+\) · .*max abs 2, rel [\d.e-]+ · vs float64: "
                      r"eager [\de.-]+, compiled [\de.-]+ \(compiled is further from float64\)",
                      text), text
     assert "went over @pytest.mark.graphdbg(rtol=0.1)" in _section(out, "test_marker_rtol_too_tight")

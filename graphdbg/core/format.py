@@ -48,14 +48,11 @@ def code_part(code: str) -> str:
     return code
 
 
-def num(x, digits: int = 3, *, exact_ints: bool = False) -> str:
+def num(x, digits: int = 3) -> str:
     """A number in a few characters: ``digits`` significant digits (nan, inf
-    and -inf as such), "-" for None, anything else as str(). ``exact_ints``:
-    an int written whole (a test's failure text: max abs 2, not 2.0)."""
+    and -inf as such), "-" for None, anything else as str()."""
     if x is None:
         return "-"
-    if isinstance(x, int) and exact_ints:
-        return str(x)
     if isinstance(x, (int, float)):
         return f"{x:.{digits}g}"
     return str(x)

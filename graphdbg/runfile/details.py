@@ -9,7 +9,7 @@ is None, a key this graphdbg does not know is kept in `extra`.
 
 The text a view shows of a detail is made here, once: `summary()` (the line
 under a finding in the report), `numbers()` (the TUI's labelled numbers),
-`DivergenceDetail.failure_line()` (the pytest plugin's failure text).
+the same `summary()` in the pytest plugin's failure text.
 
 Writing is strict: hooks/findings/writer.py makes a detail with `of(...)` and
 changes it with `updated(...)`, which store exactly the keys given, in the
@@ -218,36 +218,32 @@ class DivergenceDetail(Detail):
     eager_aliases_input: int | None = None
 
     def summary(self) -> str:
-        parts = [f"{self.classification}", f"node {self.node}"]
+        """The divergence in one line, as the report and a test's failure show
+        it: what kind, which node and op, where it was localised, the errors,
+        the float64 verdict, how it was found; what is unknown is left out."""
+        parts = [self.classification or "divergence"]
+        if self.node:
+            parts.append(f"node {self.node}" + (f" ({self.target})" if self.target else ""))
         if self.module_path:
             parts.append(f"module {self.module_path} ({self.module_class})")
-        parts.append(f"stage {self.stage}")
-        parts.append(f"max abs {num(self.max_abs)}, rel {num(self.max_rel)}")
-        parts.append(f"vs float64: eager {num(self.eager_vs_fp64)}, "
-                     f"compiled {num(self.compiled_vs_fp64)}")
-        iso = self.isolated or {}
-        if iso.get("decided"):
-            parts.append("wrong on its own inputs" if iso.get("diverges")
-                         else "right on its own inputs")
-        parts.append(f"{self.compiles} compiles ({self.method})")
-        if self.undecided:
-            parts.append(f"undecided: {'; '.join(self.undecided)[:200]}")
-        return " · ".join(parts)
-
-    def failure_line(self) -> str:
-        """The node, op, error and float64 verdict in one line (a test's
-        failure text: shorter than `summary`, with the verdict spelt out)."""
-        parts = [f"node {self.node} ({self.target})" if self.node else "",
-                 f"{self.classification}",
-                 f"max abs {num(self.max_abs, exact_ints=True)}, "
-                 f"rel {num(self.max_rel, exact_ints=True)}"]
+        if self.stage:
+            parts.append(f"stage {self.stage}")
+        if self.max_abs is not None or self.max_rel is not None:
+            parts.append(f"max abs {num(self.max_abs)}, rel {num(self.max_rel)}")
         e, c = self.eager_vs_fp64, self.compiled_vs_fp64
         if e is not None and c is not None:
             verdict = ("compiled is further from float64" if c > e
                        else "eager is further from float64" if e > c else "both as far from float64")
-            parts.append(f"vs float64: eager {num(e, exact_ints=True)}, "
-                         f"compiled {num(c, exact_ints=True)} ({verdict})")
-        return "; ".join(p for p in parts if p)
+            parts.append(f"vs float64: eager {num(e)}, compiled {num(c)} ({verdict})")
+        iso = self.isolated or {}
+        if iso.get("decided"):
+            parts.append("wrong on its own inputs" if iso.get("diverges")
+                         else "right on its own inputs")
+        if self.compiles is not None:
+            parts.append(f"{self.compiles} compiles" + (f" ({self.method})" if self.method else ""))
+        if self.undecided:
+            parts.append(f"undecided: {'; '.join(map(str, self.undecided))[:200]}")
+        return " · ".join(parts)
 
     def numbers(self) -> list[tuple[str, str]]:
         return _numbers(self)
