@@ -75,9 +75,22 @@ def divergence(doc: dict) -> dict:
     return d
 
 
-@pytest.mark.parametrize("mark,mutation", [("fc", "scale"), ("sigmoid", "swap_op"), ("gelu", "offset")])
-def test_single_node_fault_is_found_at_its_line(tmp_path, mark, mutation):
-    doc = run_deep(tmp_path, make_faulty_backend(at_line(mark), mutation, inner="aot_eager"))
+# the fc fault's checked run, shared by the test that finds it and the one that
+# turns the check off (one xdist group: one worker runs it once)
+FC_SCALE = pytest.mark.xdist_group("compare-fc-scale")
+
+
+@pytest.fixture(scope="module")
+def fc_scale_checked(tmp_path_factory) -> dict:
+    return run_deep(tmp_path_factory.mktemp("fc-scale"),
+                    make_faulty_backend(at_line("fc"), "scale", inner="aot_eager"))
+
+
+@pytest.mark.parametrize("mark,mutation", [pytest.param("fc", "scale", marks=FC_SCALE),
+                                           ("sigmoid", "swap_op"), ("gelu", "offset")])
+def test_single_node_fault_is_found_at_its_line(tmp_path, request, mark, mutation):
+    doc = request.getfixturevalue("fc_scale_checked") if (mark, mutation) == ("fc", "scale") \
+        else run_deep(tmp_path, make_faulty_backend(at_line(mark), mutation, inner="aot_eager"))
     n_ops = op_nodes(doc)
     assert len(doc["graphs"]) == 1 and n_ops >= 50
     d = divergence(doc)
@@ -114,13 +127,14 @@ def test_clean_graph_has_no_divergence_and_timings_per_node(tmp_path):
     assert doc["hot_nodes"] and doc["hot_nodes"][0]["eager_ns"] >= doc["hot_nodes"][-1]["eager_ns"]
 
 
-@pytest.mark.parametrize("compare", [True, False])
-def test_no_compare_turns_the_check_off(tmp_path, compare):
+@FC_SCALE
+def test_no_compare_turns_the_check_off(tmp_path, fc_scale_checked):
     # the same injected fault, found with the check and not without it
-    doc = run_deep(tmp_path, make_faulty_backend(at_line("fc"), "scale", inner="aot_eager"),
-                   compare=compare)
-    found = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
-    assert len(found) == (1 if compare else 0)
+    def found(doc: dict) -> int:
+        return sum(d["kind"] == "divergence" for d in doc["diagnostics"])
+    assert found(fc_scale_checked) == 1
+    assert found(run_deep(tmp_path, make_faulty_backend(at_line("fc"), "scale", inner="aot_eager"),
+                          compare=False)) == 0
 
 
 @pytest.mark.parametrize("mark", ["sigmoid", "gelu"])
