@@ -40,14 +40,26 @@ def test_missing_script_is_one_line_exit_2(workdir):
     assert not list(workdir.glob("*.run"))
 
 
-def test_a_check_memory_budget_that_is_not_positive_is_refused(workdir):
+@pytest.mark.parametrize("flag,value,line", [
+    ("--compare-memory", "0", "--compare-memory: needs a positive number of MiB, not 0 "
+                              "(no check: compare off)"),
+    ("--keep", "attn(", "--keep: not a regular expression: missing ), unterminated subpattern "
+                        "at position 4")])
+def test_an_option_its_own_checks_refuse_is_a_usage_error(workdir, flag, value, line):
     (workdir / "p.py").write_text("print('ran')\n")
-    proc = graphdbg("run", "--compare-memory", "0", "p.py", cwd=workdir)
+    proc = graphdbg("run", flag, value, "p.py", cwd=workdir)
     assert proc.returncode == 2 and "ran" not in proc.stdout and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (
-        "graphdbg: error: --compare-memory: needs a positive number of MiB, not 0 "
-        "(--no-compare turns the check off)")
+    assert proc.stderr.strip().splitlines()[-1] == f"graphdbg: error: {line}"
     assert not list(workdir.glob("*.run"))
+
+
+def test_the_api_refuses_the_same_options_by_name():
+    from graphdbg import capture
+    from graphdbg.core.options import OptionError
+    with pytest.raises(OptionError, match="compare_memory: needs a positive number"):
+        capture("x.run", compare_memory=0)
+    with pytest.raises(OptionError, match="keep: not a regular expression"):
+        capture("x.run", keep="attn(")
 
 
 def test_no_script_given(workdir):

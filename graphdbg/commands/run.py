@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from ..core.errors import GraphdbgError
-from ..core.options import CaptureOptions, flags
+from ..core.options import CaptureOptions, OptionError, flags
 from . import UsageError
 
 
@@ -88,16 +87,12 @@ class RunCommand:
         return argv, []
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.keep:
-            try:
-                re.compile(args.keep)
-            except re.error as exc:
-                raise UsageError(f"--keep: not a regular expression: {exc}") from None
-        if args.compare_memory is not None and not args.compare_memory > 0:
-            raise UsageError(f"--compare-memory: needs a positive number of MiB, not "
-                             f"{args.compare_memory:g} (--no-compare turns the check off)")
         from ..runner import default_output, run_program
-        options = CaptureOptions.from_flags(vars(args))
+        try:
+            options = CaptureOptions.from_flags(vars(args))
+        except OptionError as exc:   # the options' own checks, said of the flag
+            flag = {name: f.name for name, _, f in flags(CaptureOptions)}[exc.name]
+            raise UsageError(f"{flag}: {exc.reason}") from None
         target = args.module or args.script
         if not target:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")

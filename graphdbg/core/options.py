@@ -20,6 +20,15 @@ STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 MIB = 2**20
 
 
+class OptionError(ValueError):
+    """An option's value refused: ``name`` is its field, ``reason`` says why
+    (the CLI writes it after the option's flag, the API after its name)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name, self.reason = name, reason
+
+
 @dataclass(frozen=True)
 class Flag:
     """An option as a command line shows it. A bool is a switch: ``--no-X``
@@ -141,17 +150,24 @@ class CaptureOptions:
     progress: bool = False            # rich status line and progress bars on stderr (a terminal)
 
     def __post_init__(self) -> None:
+        # every entry point gets the same checks, before anything runs
         for name, default, flag in flags(CaptureOptions):
             allowed = (flag.choices or ()) + ((None,) if default is None else ())
             if flag.choices and getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {flag.choices}, "
-                                 f"not {getattr(self, name)!r}")
+                raise OptionError(name, f"must be one of {', '.join(flag.choices)}, "
+                                        f"not {getattr(self, name)!r}")
         if self.keep is not None:
-            re.compile(self.keep)  # re.error for a bad pattern, before anything runs
+            try:
+                re.compile(self.keep)
+            except re.error as exc:
+                raise OptionError("keep", f"not a regular expression: {exc}") from None
+        if self.compare_memory is not None and not self.compare_memory > 0:
+            raise OptionError("compare_memory", f"needs a positive number of MiB, not "
+                                                f"{self.compare_memory:g} (no check: compare off)")
         s = self.profile_steps
         if len(s) != 4 or not all(isinstance(n, int) and n >= 0 for n in s) or s[2] < 1:
-            raise ValueError(f"profile_steps must be (wait, warmup, active, repeat) counts, "
-                             f"active at least 1, not {s!r}")
+            raise OptionError("profile_steps", "must be (wait, warmup, active, repeat) counts, "
+                                               f"active at least 1, not {s!r}")
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "CaptureOptions":
