@@ -107,6 +107,22 @@ def dynamo_disable(fn: Callable) -> Callable:
         return torch._dynamo.disable(fn, recursive=True)
 
 
+def skip_dynamo(fn: Callable) -> Callable:
+    """``fn`` with its code marked for Dynamo's C frame hook to skip, and every
+    frame it calls (``FrameExecStrategy(SKIP, SKIP)``: the strategy
+    ``torch._dynamo.eval_frame.skip_code`` sets, made recursive): what
+    ``torch._dynamo.disable(fn, recursive=True)`` does, without a Python
+    wrapper around each call. A torch without it gets that wrapper."""
+    try:
+        from torch._C._dynamo.eval_frame import (_FrameAction, _FrameExecStrategy,
+                                                 set_code_exec_strategy)
+        set_code_exec_strategy(fn.__code__, _FrameExecStrategy(_FrameAction.SKIP,
+                                                                _FrameAction.SKIP))
+    except (ImportError, AttributeError, TypeError):
+        return dynamo_disable(fn)
+    return fn
+
+
 def unwrap_cleanup_error(exc: BaseException) -> BaseException:
     """The compile error that ``exc`` hides, when ``exc`` was raised by torch
     while it cleaned up after that error.

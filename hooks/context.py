@@ -95,7 +95,8 @@ class CaptureContext:
         self.eager_paused = 0
         self.own_work_depth = 0
         self.eager_mode = None  # the session's EagerRecorder, when eager ops are recorded
-        self.call_listener = None  # called with a graph id after each compiled call (--profile)
+        self.call_listeners: list = []  # called with a graph id after each compiled call (steps)
+        self.stats_queue = None  # the StatsQueue of value statistics (--values health and up)
         self.progress = CompileProgress(options.progress)
         self._seq = itertools.count(1)
         self._graph_ids = itertools.count(1)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Callable
@@ -34,6 +35,8 @@ from .record import creation
 from .record.backend import BackendRecorder
 from .context import CaptureContext
 from .record.eager import EagerRecorder
+from .record.statsqueue import StatsQueue
+from .record.steps import EagerSchedule
 from .record.exports import ExportRecorder
 from .findings.writer import Findings
 from .record.tensors import TensorKeeper
@@ -90,6 +93,7 @@ class Session:
         self._core: list = []        # the recorders every session has
         self._installed: list = []   # recorders with install/uninstall, in install order
         self._stance = None
+        self._schedule = None
         self._t0 = 0.0
         self._exit = (0, "complete")
         self._pid = os.getpid()
@@ -126,6 +130,17 @@ class Session:
             device=_device_description(), pid=os.getpid(), host=socket.gethostname(),
             **({"stance": options.stance} if options.stance else {}))
         self._ctx = ctx = CaptureContext(writer, options)
+        if options.values != "none":
+            ctx.stats_queue = StatsQueue(options.values)
+            owner = threading.get_ident()
+
+            def join_commit() -> None:
+                # rows waiting for statistics join the writer's timed commit (from
+                # the recording thread: the statistics are its tensors)
+                if threading.get_ident() == owner and ctx.active:
+                    with ctx.own_work():
+                        ctx.stats_queue.drain()
+            writer.before_timed_commit = join_commit
         self._findings = findings = Findings(ctx)
         keeper = TensorKeeper(ctx)
         self._backend = BackendRecorder(ctx, findings, keeper)
@@ -145,6 +160,8 @@ class Session:
             mode = EagerRecorder(ctx, keeper)
             mode.__enter__()
             ctx.eager_mode = mode
+            self._schedule = EagerSchedule(ctx, *options.eager_steps)
+            self._schedule.install()
         if options.profile:
             from .record.profiler import ProfileRecorder, profile_dir
             self._install(ProfileRecorder(ctx, profile_dir(os.path.abspath(self.path)),
@@ -198,6 +215,12 @@ class Session:
             self._backend.finish_checks()
         ctx.active = False
         ctx.progress.end()
+        schedule, self._schedule = self._schedule, None
+        if schedule is not None:  # the recorder back on (to be taken off), the steps in meta
+            try:
+                schedule.uninstall()
+            except Exception as exc:
+                ctx.internal_error("stopping eager schedule", exc)
         mode, ctx.eager_mode = ctx.eager_mode, None
         if mode is not None:
             try:
@@ -205,6 +228,11 @@ class Session:
                     mode.__exit__(None, None, None)
             except Exception as exc:
                 ctx.internal_error("stopping eager recorder", exc)
+        if ctx.stats_queue is not None:  # every row waiting for its statistics
+            try:
+                ctx.stats_queue.drain(wait=True)
+            except Exception as exc:
+                ctx.internal_error("value statistics", exc)
         for recorder in reversed(self._core):
             recorder.uninstall()
         self._installed = []
@@ -251,6 +279,10 @@ class Session:
 
     def flush(self) -> None:
         """Commit what was recorded so far (a reader sees it)."""
+        ctx = self._ctx
+        if ctx is not None and ctx.active and ctx.stats_queue is not None:
+            with ctx.own_work():
+                ctx.stats_queue.drain(wait=True)
         self._writer.flush()
 
     def record_graph_check(self, check) -> None:

@@ -68,6 +68,22 @@ def steps(text: str) -> tuple[int, int, int, int]:
     return w, u, a, r
 
 
+def eager_steps(text: str) -> tuple[int, int]:
+    """`--eager-steps FIRST[,EVERY]`, or `all`."""
+    if text.strip() == "all":
+        return (0, 1)
+    parts = text.split(",")
+    if len(parts) not in (1, 2) or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"{text!r}: give FIRST,EVERY as two counts (EVERY 0: no later "
+                         f"step), or all")
+    first = int(parts[0])
+    return (first, int(parts[1]) if len(parts) == 2 else 0)
+
+
+def show_eager_steps(s: tuple[int, int]) -> str:
+    return "all" if s[1] == 1 else f"{s[0]},{s[1]}"
+
+
 # Fields in the order `graphdbg run --help` lists them.
 @dataclass(frozen=True)
 class CaptureOptions:
@@ -122,6 +138,13 @@ class CaptureOptions:
              "of a compiled program, for `graphdbg diff`")
     eager: bool = option(True, "--no-eager",
                          help="do not record eager aten ops (compiled side only)")
+    eager_steps: tuple[int, int] = option(
+        (10, 100), "--eager-steps", metavar="FIRST,EVERY", type=eager_steps, show=show_eager_steps,
+        help="record eager ops on the first FIRST steps, then on one step in EVERY (default "
+             "%(default)s; `all`: every step). A step is an optimizer step, or a call of the first "
+             "compiled graph; a program without steps is recorded whole. Between recorded steps "
+             "the recorder is off, so a training loop's eager ops (optimizer, clipping) cost "
+             "nothing there")
     kernel_times: bool = option(
         True, "--no-kernel-times",
         help="do not time inductor's kernels per source line (that turns on inductor's "
@@ -164,6 +187,9 @@ class CaptureOptions:
         if self.compare_memory is not None and not self.compare_memory > 0:
             raise OptionError("compare_memory", f"needs a positive number of MiB, not "
                                                 f"{self.compare_memory:g} (no check: compare off)")
+        e = self.eager_steps
+        if len(e) != 2 or not all(isinstance(n, int) and n >= 0 for n in e):
+            raise OptionError("eager_steps", f"must be (first, every) counts, not {e!r}")
         s = self.profile_steps
         if len(s) != 4 or not all(isinstance(n, int) and n >= 0 for n in s) or s[2] < 1:
             raise OptionError("profile_steps", "must be (wait, warmup, active, repeat) counts, "

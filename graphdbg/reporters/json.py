@@ -47,6 +47,9 @@ def _document(run: Run, with_nodes: bool) -> dict:
         "ops_dropped": i.ops_dropped, "internal_errors": i.internal_errors,
         "pid": i.pid, "host": i.host, "profile": i.profile, "py_spy_error": i.py_spy_error,
     }
+    if i.eager_steps and i.eager_steps.get("recorded", 0) < i.eager_steps.get("steps", 0):
+        # which steps' eager ops are in the run (--eager-steps), when not all of them
+        info["eager_steps"] = i.eager_steps
     graphs = []
     for g in run.graphs():
         entry = {

@@ -34,6 +34,17 @@ def newest_run(directory: str = ".") -> str:
 
 # -- rich rendering ------------------------------------------------------------------
 
+def eager_steps_line(steps: dict | None) -> str | None:
+    """What `--eager-steps` left out, in one line; None when every step's eager
+    ops were recorded."""
+    if not steps or steps.get("recorded", 0) >= steps.get("steps", 0):
+        return None
+    first, every, by = steps.get("first"), steps.get("every"), steps.get("by") or "step"
+    later = f", then one step in {every}" if every else ""
+    return (f"eager ops recorded on {steps['recorded']} of {steps['steps']} steps ({by} steps): "
+            f"the first {first}{later} (--eager-steps all records every step)")
+
+
 def _counts_line(graphs: int, counts: dict[str, KindCount], eager_ops: int) -> str:
     """"3 graphs, 2 graph breaks (1 site), ..., 1520 eager ops"."""
     parts = [f"{graphs} graph{'s' if graphs != 1 else ''}"]
@@ -80,6 +91,9 @@ def render(run: Run, console) -> None:
                    f"closed the run file: it holds what was captured until the last commit "
                    f"(about a second before the end)[/]")
     out.append(_counts_line(len(graphs), run.finding_counts(), run.eager_totals()[0]))
+    sampled = eager_steps_line(info.eager_steps)
+    if sampled:
+        out.append(f"[dim]{escape(sampled)}[/]")
     prof = info.profile
     if prof:
         if prof.get("traces"):

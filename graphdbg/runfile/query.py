@@ -98,6 +98,8 @@ class RunInfo:
     pid: int | None = None         # the process that wrote it, on host
     host: str | None = None
     profile: dict | None = None    # --profile: {dir, traces, steps, schedule}
+    # --eager-steps: {first, every, steps, recorded, by}; None: no eager recorder
+    eager_steps: dict | None = None
     py_spy_error: str | None = None  # --py-spy: why it sampled nothing
 
     @property
@@ -492,7 +494,7 @@ class Run:
             counts=m.get("counts"), ops_dropped=m.get("ops_dropped"),
             internal_errors=m.get("internal_errors") or [], schema_version=version,
             pid=m.get("pid"), host=m.get("host"), profile=m.get("profile"),
-            py_spy_error=m.get("py_spy_error"))
+            py_spy_error=m.get("py_spy_error"), eager_steps=m.get("eager_steps"))
 
     def __repr__(self) -> str:
         return f"<graphdbg.runfile.query.Run {self.path!r}{' closed' if self._closed else ''}>"

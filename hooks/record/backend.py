@@ -174,6 +174,14 @@ def summarized_call(call_idx: int) -> bool:
     return call_idx < STATS_FIRST_CALLS or call_idx % STATS_EVERY == 0
 
 
+def _emit_call(p: tuple, stats: list) -> None:
+    writer, seq, graph_id, call_idx, wall_ns, described = p
+    outputs = [{"shape": shape, "dtype": dtype, "stats": s}
+               for (shape, dtype), s in zip(described, stats)]
+    writer.add(CallRow(seq=seq, graph_id=graph_id, call_idx=call_idx, wall_ns=wall_ns,
+                       outputs=dumps(outputs)))
+
+
 class BackendRecorder:
     def __init__(self, ctx: CaptureContext, findings: Findings, keeper: TensorKeeper) -> None:
         self.ctx = ctx
@@ -384,9 +392,9 @@ class BackendRecorder:
                         checker.after_call(call_idx, snapshot, args, out, fn)
                     except Exception as exc:
                         ctx.internal_error("eager check", exc)
-        if ctx.call_listener is not None:
+        for listener in ctx.call_listeners:
             try:
-                ctx.call_listener(graph_id)
+                listener(graph_id)
             except Exception as exc:
                 ctx.internal_error("call listener", exc)
         return out
@@ -404,14 +412,12 @@ class BackendRecorder:
             ctx.writer.add(CallRow(seq=ctx.next_seq(), graph_id=graph_id, call_idx=call_idx,
                                    wall_ns=wall_ns, outputs=text))
             return
-        outputs = []
-        for t in tensors:
-            shape, dtype = tensorstats.describe(t)
-            outputs.append({"shape": shape, "dtype": dtype,
-                            "stats": tensorstats.summarize(t, values)})
         seq = ctx.next_seq()
-        ctx.writer.add(CallRow(seq=seq, graph_id=graph_id, call_idx=call_idx, wall_ns=wall_ns,
-                               outputs=dumps(outputs)))
+        # the row waits for its statistics (batched, read back without waiting)
+        queue = ctx.stats_queue
+        queue.defer([queue.add(t) for t in tensors], _emit_call,
+                    (ctx.writer, seq, graph_id, call_idx, wall_ns,
+                     [tensorstats.describe(t) for t in tensors]))
         if values == "full" and call_idx < 4:
             self.keeper.keep(f"call:{seq}", tensors,
                              f"{ctx.graphs[graph_id].code_name or ''} graph {graph_id}")

@@ -42,7 +42,6 @@ _FAKE = torch._C._TorchDispatchModeKey.FAKE
 _getframe = sys._getframe
 _Tensor = torch.Tensor
 _describe_json = tensorstats.describe_json
-_summarize = tensorstats.summarize
 _stats_json = tensorstats.stats_json
 _OpOverload = torch._ops.OpOverload
 # OpOverload.__call__ is `return self._op(*args, **kwargs)`: call _op directly
@@ -65,7 +64,10 @@ class EagerRecorder(TorchDispatchMode):
 
     Runs once per eager op, so the per-op work is cached where it can be:
     op names by op, stack/frame ids by the tuple of user frames, module
-    paths by module, and shape/dtype JSON by (shape, dtype)."""
+    paths by module, and shape/dtype JSON by (shape, dtype). Value
+    statistics are not computed here: the outputs go to the capture's
+    `StatsQueue` (batched, read back without waiting) and the op's row is
+    written when they arrive."""
 
     # Without this, any higher-order op (torch.cond, checkpoint, a compiled
     # backward that contains one) raises under the mode: they pass through.
@@ -77,30 +79,26 @@ class EagerRecorder(TorchDispatchMode):
         self.keeper = keeper
         self.writer = ctx.writer
         self.tier = ctx.options.values
+        self.queue = ctx.stats_queue if self.tier != "none" else None
         self.max_rows = ctx.options.max_ops
         self.rows = 0
         self.modules = ModuleNames()
         self.walker = StackWalker()
         self._fwd_stack: dict[int, tuple[int | None, int | None, str | None, str | None]] = {}
         self._stacks: dict[tuple, tuple[int | None, int | None]] = {}
-        self._ops: dict[int, tuple[Any, str, bool, Any]] = {}
+        self._ops: dict[int, tuple[Any, str, bool, Any, bool]] = {}
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         return True
 
-    # wrapped in torch._dynamo.disable below (_disable_dynamo_on_dispatch)
+    # Dynamo skips this code and all it calls (_skip_dynamo_on_dispatch below)
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if (self.ctx.eager_paused or _fake_mode_set(_FAKE) is not None
-                or type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)):
-            # compiled work, tracing on fake tensors (torch.export, a graph
-            # check), or a higher-order op (run whole): not recorded as eager ops
-            return func(*args, **kwargs)
-        node = _current_node()
-        if node is not None and node.name().startswith("CompiledFunction"):
-            # a compiled graph's backward: compiled work, not eager work
+        if self.ctx.eager_paused or _fake_mode_set(_FAKE) is not None:
+            # compiled work, or tracing on fake tensors (torch.export, a graph
+            # check): not recorded as eager ops
             return func(*args, **kwargs)
         info = self._ops.get(id(func))
         if info is None or info[0] is not func:
@@ -109,6 +107,12 @@ class EagerRecorder(TorchDispatchMode):
             except Exception as exc:  # never break the user's program
                 self.ctx.internal_error("eager recorder", exc)
                 return func(*args, **kwargs)
+        if info[4]:  # a higher-order op: run whole, its inner ops are recorded
+            return func(*args, **kwargs)
+        node = _current_node()
+        if node is not None and node.name().startswith("CompiledFunction"):
+            # a compiled graph's backward: compiled work, not eager work
+            return func(*args, **kwargs)
         t0 = _perf_ns()
         out = info[3](*args, **kwargs)
         dt = _perf_ns() - t0
@@ -118,12 +122,13 @@ class EagerRecorder(TorchDispatchMode):
             self.ctx.internal_error("eager recorder", exc)
         return out
 
-    def _op_info(self, func) -> tuple[Any, str, bool, Any]:
-        """(op, name, summarise values?, what to call). Holds the op, so its
-        id stays unique while cached."""
+    def _op_info(self, func) -> tuple[Any, str, bool, Any, bool]:
+        """(op, name, summarise values?, what to call, higher-order?). Holds
+        the op, so its id stays unique while cached."""
         name = str(func)
         call = func._op if type(func) is _OpOverload and _PLAIN_OP_CALL else func
-        info = (func, name, name not in _NO_STATS, call)
+        hop = type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)
+        info = (func, name, name not in _NO_STATS, call, hop)
         self._ops[id(func)] = info
         return info
 
@@ -131,7 +136,7 @@ class EagerRecorder(TorchDispatchMode):
         w = self.writer
         name = info[1]
         if node is None:
-            # from the Dynamo-disable wrapper outwards (internal frames are skipped)
+            # from the Dynamo-skipped dispatch outwards (internal frames are skipped)
             frames, inner, stepping = self.walker.walk(_getframe(2))
             phase = "optimizer" if stepping else "forward"
             hit = self._stacks.get(frames)
@@ -165,37 +170,53 @@ class EagerRecorder(TorchDispatchMode):
             self.ctx.drop_op()
             return
         self.rows += 1
-        tier = self.tier
-        want_stats = info[2] and tier != "none"
-        if isinstance(out, _Tensor):
-            tensors = [out]
+        if type(out) is _Tensor:
+            tensors = (out,)
             described = _describe_json(out)
             shapes = described[2]
             dtypes = described[3]
-            stats = _stats_json([_summarize(out, tier)]) if want_stats else None
         else:
             tensors = tensorstats.flat_tensors(out)
             described = [_describe_json(t) for t in tensors]
             shapes = "[" + ",".join([d[0] for d in described]) + "]"
             dtypes = "[" + ",".join([d[1] for d in described]) + "]"
-            stats = _stats_json([_summarize(t, tier) for t in tensors]) if want_stats else None
         seq_no = self.ctx.next_seq()
-        # positional, in OpRow's field order: one row per eager op, and keywords
-        # cost about 1 us more a row than the tuple itself
-        w.add(OpRow(seq_no, name, phase, shapes, dtypes, stats, dt, user, stack, mpath, mcls))
-        if tier == "full":
+        queue = self.queue
+        if queue is not None and info[2] and tensors:
+            add = queue.add
+            # the row waits for its statistics; positional, in OpRow's field order
+            queue.defer([add(t) for t in tensors], self._emit,
+                        (seq_no, name, phase, shapes, dtypes, dt, user, stack, mpath, mcls))
+            w.maybe_flush()  # the timed commit (it takes the waiting rows along)
+        else:
+            w.add_tuple(OpRow, (seq_no, name, phase, shapes, dtypes, None, dt, user, stack,
+                                mpath, mcls))
+        if self.tier == "full":
             self.keeper.keep(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
 
+    def _emit(self, p: tuple, stats: list) -> None:
+        self.writer.add_tuple(OpRow, (p[0], p[1], p[2], p[3], p[4], _stats_json(stats), p[5],
+                                      p[6], p[7], p[8], p[9]))
 
-def _disable_dynamo_on_dispatch() -> None:
-    """Dynamo must never trace the mode. TorchDispatchMode.__init_subclass__
-    wraps ``__torch_dispatch__`` in a lazy shim (``torch._disable_dynamo``)
-    that builds ``torch._dynamo.disable(fn, recursive=True, wrapping=False)``
-    on first call and then calls through it; build that same wrapper up front
-    and install it directly, saving the shim's Python frame on every op."""
+    def step_end(self) -> None:
+        """A step ended: the statistics queued so far are reduced, and the rows
+        whose statistics have arrived are written (nothing waits)."""
+        if self.queue is not None:
+            with self.ctx.own_work():
+                self.queue.drain()
+
+
+def _skip_dynamo_on_dispatch() -> None:
+    """Dynamo must never trace the mode (an op in a compiled function's eager
+    part calls it while Dynamo's frame hook is set).
+    TorchDispatchMode.__init_subclass__ wraps ``__torch_dispatch__`` in a lazy
+    shim that calls it through ``torch._dynamo.disable``: two Python frames
+    and a hook swap per op. Instead the plain function is installed and its
+    code marked for Dynamo's C frame hook to skip, with everything it calls
+    (`compat.skip_dynamo`): nothing per op."""
     fn = EagerRecorder.__dict__["__torch_dispatch__"]
     fn = getattr(fn, "__wrapped__", fn)
-    EagerRecorder.__torch_dispatch__ = compat.dynamo_disable(fn)
+    EagerRecorder.__torch_dispatch__ = compat.skip_dynamo(fn)
 
 
-_disable_dynamo_on_dispatch()
+_skip_dynamo_on_dispatch()

@@ -20,10 +20,10 @@ import socket
 from typing import Callable
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from ..context import CaptureContext
+from .steps import StepClock
 
 DEFAULT_STEPS = (1, 1, 3, 1)   # wait, warmup, active, repeat (torch.profiler.schedule)
 
@@ -45,10 +45,8 @@ class ProfileRecorder:
         self.steps = steps
         self.say = say
         self.taken = 0
-        self._optimizer_steps = False
-        self._first_graph: int | None = None
         self._prof = None
-        self._hook = None
+        self._clock = StepClock(ctx, self._step)
 
     def install(self) -> None:
         try:
@@ -86,8 +84,7 @@ class ProfileRecorder:
             on_trace_ready=self._trace_ready,
             record_shapes=True, with_stack=True)
         self._prof.start()
-        self._hook = register_optimizer_step_post_hook(self._optimizer_step)
-        self.ctx.call_listener = self._compiled_call
+        self._clock.install()
 
     def _trace_ready(self, prof) -> None:
         before = set(os.listdir(self.out_dir)) if os.path.isdir(self.out_dir) else set()
@@ -97,27 +94,14 @@ class ProfileRecorder:
             if f.endswith(".pt.trace.json"):
                 repair_trace(os.path.join(self.out_dir, f))
 
-    def _optimizer_step(self, *_args) -> None:
-        self._optimizer_steps = True
-        self._step()
-
-    def _compiled_call(self, graph_id: int) -> None:
-        if self._first_graph is None:
-            self._first_graph = graph_id
-        if not self._optimizer_steps and graph_id == self._first_graph:
-            self._step()
-
-    def _step(self) -> None:
+    def _step(self, restart: bool = False) -> None:
         if self._prof is not None:
             self.taken += 1
             self._prof.step()
 
     def _stop(self) -> list[str]:
         """Stop profiling; the trace files written (none: nothing was recorded)."""
-        self.ctx.call_listener = None
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        self._clock.uninstall()
         prof, self._prof = self._prof, None
         if prof is not None:
             prof.stop()   # a cycle still recording is written now

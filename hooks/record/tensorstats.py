@@ -114,14 +114,20 @@ _LIST_OK = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.i
             torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool}
 
 
+def readable_values(t: Any) -> int:
+    """How many values ``t`` has to summarise; 0 when none can be read (a
+    subclass such as FakeTensor or DTensor, a sparse or meta tensor, no values)."""
+    tt = type(t)
+    if (tt is not _Tensor and tt is not _Parameter) or t.layout != _strided or t.is_meta:
+        return 0
+    return t.numel()
+
+
 def summarize(t: torch.Tensor, tier: str) -> dict | None:
     """A JSON-ready dict of value statistics, or None when there is nothing to read."""
     if tier == "none":
         return None
-    tt = type(t)
-    if (tt is not _Tensor and tt is not _Parameter) or t.layout != _strided or t.is_meta:
-        return None
-    n = t.numel()
+    n = readable_values(t)
     if n == 0:
         return None
     dt = t.dtype
