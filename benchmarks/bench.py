@@ -8,7 +8,8 @@ thread, and so do the workload scripts).
 Sections (names for --only):
   capture   eager capture overhead of `--values none|health|stats` against
             torch.profiler (record_shapes, with_stack), torch's DebugMode
-            (record_stack_trace) and plain eager, on a GPT-2-like forward and
+            (record_stack_trace), a TorchDispatchMode that only calls the op
+            (the floor of any Python dispatch-mode recorder) and plain eager, on a GPT-2-like forward and
             on 64 x (Linear, LayerNorm, GELU); each round enters each tool once
             and times 3 forwards; the ratio is to plain eager in the same round
   compiled  an inductor-compiled MLP's 2000-call loop (timed by the script
@@ -23,9 +24,19 @@ Sections (names for --only):
             forward, eager and compiled), against torch.profiler's chrome
             trace bytes per op event of the same forward
   tui       first paint of the terminal UI on a synthetic run (tui_bench.py)
+  train     two real inductor training loops (forward, backward, AdamW, grad
+            clipping), each timed step by step by the program itself: a tiny
+            transformers Llama (workloads.py train-llama) and nanoGPT's own
+            train.py (benchmarks/nanogpt/, on random tokens); plain, under
+            `graphdbg run` (defaults: eager ops of the first 10 steps, then
+            one in 100), with every step's eager ops (`--eager-steps all`)
+            and without eager ops (`--no-eager`); the figure is
+            the mean step time after 10 warm-up steps (compiles, checks), the
+            ratio is to plain in the same round
 
---quick shrinks the training loop (2 layers, 256 wide, batch 2 x 128) and
-runs one round where there are rounds: for development only.
+--quick shrinks the training loop (2 layers, 256 wide, batch 2 x 128), times
+100 steps instead of 200 in `train`, and runs one round where there are
+rounds: for development only.
 Figures are printed (and written to benchmarks/results.json), never asserted.
 """
 
@@ -51,7 +62,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-SECTIONS = ("capture", "compiled", "check", "localize", "runfile", "tui")
+SECTIONS = ("capture", "compiled", "check", "localize", "runfile", "tui", "train")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
        "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -153,13 +164,14 @@ class Proc:
         return self
 
 
-def run_proc(cmd: list, cwd: str, timeout: float = 900) -> Proc:
+def run_proc(cmd: list, cwd: str, timeout: float = 900, env: dict | None = None) -> Proc:
     """Run `cmd` to its end: wall time, and peak RSS from wait4 (the process's
-    own, or its largest waited-for child's, as /usr/bin/time -v reports)."""
+    own, or its largest waited-for child's, as /usr/bin/time -v reports).
+    `env`: variables set on top of ENV."""
     cmd = [str(c) for c in cmd]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=out, stderr=err,
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**ENV, **(env or {})}, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
@@ -186,6 +198,29 @@ def report_json(run: Path, cwd: str) -> dict:
 
 # -- 1. eager capture overhead -------------------------------------------------------
 
+def _pass_through_mode():
+    """A TorchDispatchMode that only calls the op: the floor of any recorder
+    written as a Python dispatch mode (graphdbg's is one)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    fn = PassThrough.__dict__["__torch_dispatch__"]
+    fn = getattr(fn, "__wrapped__", fn)  # without the lazy Dynamo shim, as graphdbg's
+    PassThrough.__torch_dispatch__ = fn
+    return PassThrough
+
+
+def PassThroughMode():
+    global _PASS_THROUGH
+    if _PASS_THROUGH is None:
+        _PASS_THROUGH = _pass_through_mode()
+    return _PASS_THROUGH()
+
+
+_PASS_THROUGH = None
+
 def section_capture(rows: list, args, tmp: Path) -> None:
     import torch
     from torch.utils._debug_mode import DebugMode
@@ -203,6 +238,7 @@ def section_capture(rows: list, args, tmp: Path) -> None:
         yield "plain eager", nullcontext
         yield "torch.profiler", quiet_profile
         yield "DebugMode", lambda: DebugMode(record_stack_trace=True)
+        yield "empty TorchDispatchMode", PassThroughMode
         for tier in tiers:
             yield f"graphdbg {tier}", lambda tier=tier: capture_session(
                 str(tmp / f"capture{next(counter)}.run"), tier)
@@ -482,6 +518,117 @@ def section_tui(rows: list, args, tmp: Path) -> None:
         "", "<= 1 s", first <= 1.0, raw={"first_paint_s": paints, "errors": errors}))
 
 
+# -- 7. real training loops ---------------------------------------------------------
+
+NANOGPT = HERE / "nanogpt"  # nanoGPT's model.py, train.py, configurator.py (see its README)
+NANOGPT_ITER = re.compile(r"^iter (\d+): loss \S+, time ([\d.]+)ms", re.M)
+
+
+def nanogpt_workdir(tmp: Path) -> Path:
+    """A working directory for nanoGPT's train.py, which reads configurator.py
+    and data/<dataset>/ from its cwd and imports model.py: copies of the three,
+    random uint16 tokens as train.bin and val.bin (as nanoGPT's prepare.py
+    scripts write them) and a meta.pkl with the vocabulary size (1000)."""
+    import pickle
+
+    import numpy as np
+    work = tmp / "nanogpt"
+    if work.exists():
+        return work
+    data = work / "data" / "random"
+    data.mkdir(parents=True)
+    for name in ("model.py", "train.py", "configurator.py"):
+        (work / name).write_bytes((NANOGPT / name).read_bytes())
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 200_000), ("val", 20_000)):
+        arr = np.memmap(data / f"{split}.bin", dtype=np.uint16, mode="w+", shape=(n,))
+        arr[:] = rng.integers(0, 1000, n, dtype=np.uint16)
+        arr.flush()
+        del arr
+    with open(data / "meta.pkl", "wb") as fh:
+        pickle.dump({"vocab_size": 1000}, fh)
+    return work
+
+
+def nanogpt_step_ms(p: Proc, warmup: int, steps: int) -> list:
+    """Per-iteration times from train.py's `iter N: loss X, time Y ms, mfu Z%`
+    lines, the first `warmup` iterations left out."""
+    p.check()
+    times = [float(t) for i, t in NANOGPT_ITER.findall(p.out) if int(i) >= warmup]
+    if len(times) != steps:
+        raise RuntimeError(f"expected {steps} timed iterations of train.py, found {len(times)}: "
+                           f"{p.out[-300:]!r}")
+    return times
+
+
+def section_train(rows: list, args, tmp: Path) -> None:
+    rounds, warmup = (1 if args.quick else 3), 10
+    steps = 100 if args.quick else 200
+    env = {"OMP_NUM_THREADS": "1"}  # one torch thread, as workloads.py sets it (train.py does not)
+    llama = [HERE / "workloads.py", "train-llama", "--steps", str(warmup + steps),
+             "--warmup", str(warmup), "--layers", "2", "--width", "128", "--batch", "4",
+             "--seq", "64"]
+    # train.py (the copy in its working directory, run from there) runs iterations
+    # 0..max_iters and evaluates at iteration 0 only, eval_interval being beyond
+    # the end; it saves a checkpoint after an evaluation, but never at iteration 0.
+    nano = ["train.py", "--dataset=random", "--device=cpu", "--dtype=float32",
+            "--compile=True", "--n_layer=2", "--n_head=4", "--n_embd=128", "--block_size=64",
+            "--batch_size=4", "--gradient_accumulation_steps=1",
+            f"--max_iters={warmup + steps - 1}", f"--eval_interval={10 * (warmup + steps)}",
+            "--eval_iters=1", "--log_interval=1", "--wandb_log=False",
+            "--always_save_checkpoint=False", "--out_dir=out"]
+    workloads = [
+        ("Llama", f"Llama 2x128 (4 heads, vocab 1000) train, inductor, AdamW+clip, batch 4x64: "
+                  f"mean of {steps} steps after {warmup}",
+         llama, lambda: tmp, lambda p: p.last_json()["step_ms"]),
+        ("nanoGPT", f"nanoGPT's train.py 2x128 (4 heads, vocab 1000), inductor, AdamW+clip, "
+                    f"batch 4x64: mean of {steps} iters after {warmup}",
+         nano, lambda: nanogpt_workdir(tmp), lambda p: nanogpt_step_ms(p, warmup, steps)),
+    ]
+    variants = [("plain python", None), ("graphdbg run -q (defaults)", []),
+                ("graphdbg run -q --eager-steps all", ["--eager-steps", "all"]),
+                ("graphdbg run -q --no-eager", ["--no-eager"])]
+    names = [n for n, _ in variants]
+    counter = iter(range(10**9))
+    for short, label, script, workdir, step_ms in workloads:
+        means = {n: [] for n in names}
+        try:
+            cwd = str(workdir())
+            for r in range(rounds):
+                k = r % len(variants)  # rotate the order from round to round
+                for n, opts in variants[k:] + variants[:k]:
+                    if opts is None:
+                        cmd = [sys.executable] + script
+                    else:
+                        run = tmp / f"train-{short}{next(counter)}.run"
+                        cmd = graphdbg_cmd() + ["run", "-q", "-o", run] + opts + script
+                        if not opts:
+                            last_run = run
+                    means[n].append(statistics.mean(step_ms(run_proc(cmd, cwd, env=env))))
+                progress(f"  {short} round {r + 1}/{rounds}: " + ", ".join(
+                    f"{n} {means[n][-1]:.1f} ms/step" for n in names))
+            doc = report_json(last_run, cwd)
+        except Exception as exc:  # noqa: BLE001  (this workload fails, the other goes on)
+            traceback.print_exc(file=sys.stderr)
+            rows.append(Row("train", label, error=f"{type(exc).__name__}: {exc}"[:500]))
+            continue
+        for n in names:
+            ratios = [a / b for a, b in zip(means[n], means["plain python"])]
+            row = Row("train", f"plain python, {label}" if n == "plain python" else f"{short}: {n}",
+                      f"{statistics.median(means[n]):.1f} ms/step",
+                      "1.00 (baseline)" if n == "plain python" else spread(ratios),
+                      raw={"mean_step_ms": means[n], "ratios": ratios, "steps": steps,
+                           "warmup": warmup})
+            if n == "graphdbg run -q (defaults)":
+                row.target, row.ok = "<= x1.1", statistics.median(ratios) <= 1.1
+                eager = doc.get("eager") or {}
+                ops = eager.get("ops")
+                if ops is not None:  # the whole run's (model init included), last round
+                    row.figure += f"; {ops} eager ops in the run"
+                    row.raw.update(eager_ops=ops, eager_ops_recorded=eager.get("ops_recorded"))
+            rows.append(row)
+
+
 # -- main ------------------------------------------------------------------------------
 
 def machine() -> dict:
@@ -551,7 +698,8 @@ def main() -> None:
     progress(f"graphdbg bench: {info['cores']} cores ({info['cpu']}), torch {info['torch']}, "
              f"load {info['load']}{', --quick' if args.quick else ''}")
     funcs = {"capture": section_capture, "compiled": section_compiled, "check": section_check,
-             "localize": section_localize, "runfile": section_runfile, "tui": section_tui}
+             "localize": section_localize, "runfile": section_runfile, "tui": section_tui,
+             "train": section_train}
     rows: list[Row] = []
     timings = {}
     with tempfile.TemporaryDirectory(prefix="graphdbg-bench-") as tmp:
