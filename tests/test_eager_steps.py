@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import graphdbg
-from conftest import graphdbg as graphdbg_cli, query, report_doc
+from conftest import graphdbg as graphdbg_cli, line_of, query, report_doc
 from graphdbg.core.options import CaptureOptions, OptionError, eager_steps
 from graphdbg.hooks.record.steps import EagerSchedule, recorded_step
 
@@ -18,14 +18,15 @@ in_process = pytest.mark.usefixtures("clean_torch")
 STEPS = 12
 
 
-def _train(steps: int = STEPS) -> list[float]:
+def _train(steps: int = STEPS, nudge_at: int = 0) -> list[float]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     losses = []
-    for _ in range(steps):
-        loss = torch.nn.functional.mse_loss(model(x), y)
+    for step in range(1, steps + 1):
+        xs = x * (1.01 if step == nudge_at else 1.0)  # MARK nudge
+        loss = torch.nn.functional.mse_loss(model(xs), y)  # MARK loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -38,6 +39,31 @@ def _optimizer_ops(run) -> int:
     # exit marker belongs to whichever step comes next
     return query(run, "SELECT count(*) AS n FROM ops WHERE phase = 'optimizer' "
                       "AND op LIKE 'aten.%'")[0]["n"]
+
+
+@in_process
+@pytest.mark.parametrize("nudge_at, found_at", [(10, 10), (7, 10)])
+def test_diff_finds_the_first_divergence_on_the_recorded_steps(tmp_path, nudge_at, found_at):
+    """Two runs record the same steps, so their ops align as before. A
+    difference on a recorded step is found at its line and step; one on a
+    step left out shows at the first recorded step after it (its values)."""
+    from graphdbg.reporters.diff import diff_runs
+    with graphdbg.capture(str(tmp_path / "a.run"), eager_steps=(2, 5)):
+        _train()
+    with graphdbg.capture(str(tmp_path / "b.run"), eager_steps=(2, 5)):
+        _train(nudge_at=nudge_at)
+    d = diff_runs(str(tmp_path / "a.run"), str(tmp_path / "b.run"), rtol=1e-6)
+    first = d.first_divergence
+    assert first is not None and first.what == "values"
+    recorded = [k for k in range(1, STEPS + 1) if recorded_step(k, 2, 5)]  # 1, 2, 5, 10
+    n = recorded.index(found_at)  # occurrences count the recorded steps only
+    if nudge_at in recorded:  # the nudge itself: one mul at its line per step
+        assert (first.line, first.op, first.occurrence) == \
+            (line_of(__file__, "nudge"), "aten.mul.Tensor", n)
+    else:  # the weights it changed: the first Linear of step 10 (two per step)
+        assert (first.line, first.op, first.occurrence) == \
+            (line_of(__file__, "loss"), "aten.addmm.default", 2 * n)
+    assert d.only_in_a == d.only_in_b == 0
 
 
 def test_which_steps_are_recorded():

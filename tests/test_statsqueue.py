@@ -141,3 +141,31 @@ def test_no_device_synchronisation_per_op_on_cuda():
     assert len(got) == 9
     for x, s in zip(xs * 3, got):
         _close(s, tensorstats.summarize((x * 2).cpu(), "stats"), x, 1e-6)
+
+
+def test_a_tensor_without_readable_values_gets_none_and_the_row_is_still_written():
+    q = torch.quantize_per_tensor(torch.randn(6), 0.1, 0, torch.qint8)
+    stats = _run(StatsQueue("stats"), [q, torch.ones(2)])
+    assert stats[0] is None and stats[1]["mean"] == 1.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (CI has none)")
+def test_a_captured_cuda_program_runs_without_a_sync_per_op(tmp_path):
+    """The same rule through the whole recorder: eager ops and compiled calls
+    on CUDA under a capture (after its first compile and checks)."""
+    import graphdbg
+    f = torch.compile(lambda t: (t.sin() * 2).sum(0), backend="aot_eager")
+    x = torch.randn(64, 300, device="cuda")
+    with graphdbg.capture(str(tmp_path / "cuda.run"), compare_first=1):
+        f(x)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(5):
+                y = f(x.relu() + 1)
+                x = x * 0.5 + y.mean()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    from conftest import query
+    rows = query(tmp_path / "cuda.run", "SELECT stats FROM ops WHERE op = 'aten.relu.default'")
+    assert len(rows) == 5 and all(r["stats"] and '"max"' in r["stats"] for r in rows)

@@ -173,16 +173,22 @@ def _segment_stats(small: list[torch.Tensor], sizes: list[int], tier: str) -> to
     squares of the deviations, per tensor (NaN/Inf propagate into min/max)."""
     v = torch.cat(small) if len(small) > 1 else small[0]
     device = v.device
-    lengths = torch.tensor(sizes, dtype=torch.int64, device=device)
-    total = torch.segment_reduce(v, "sum", lengths=lengths)
+    lengths = torch.tensor(sizes, dtype=torch.int64)
+    if device.type == "cuda":
+        # a copy from pageable memory waits for the stream: from pinned memory it does not
+        lengths = lengths.pin_memory()
+    lengths = lengths.to(device, non_blocking=True)
+    # unsafe: no check that the lengths add up, which reads them back (a sync)
+    seg = torch.segment_reduce
+    total = seg(v, "sum", lengths=lengths, unsafe=True)
     if tier == "health":
         return total.reshape(-1, 1)
-    mn = torch.segment_reduce(v, "min", lengths=lengths)
-    mx = torch.segment_reduce(v, "max", lengths=lengths)
+    mn = seg(v, "min", lengths=lengths, unsafe=True)
+    mx = seg(v, "max", lengths=lengths, unsafe=True)
     m1 = total / lengths
     d = v - torch.repeat_interleave(m1, lengths, output_size=v.numel())
-    sum_d = torch.segment_reduce(d, "sum", lengths=lengths)
-    ss_d = torch.segment_reduce(d.square_(), "sum", lengths=lengths)
+    sum_d = seg(d, "sum", lengths=lengths, unsafe=True)
+    ss_d = seg(d.square_(), "sum", lengths=lengths, unsafe=True)
     return torch.stack([mn, mx, m1, sum_d, ss_d], dim=1)
 
 
@@ -298,6 +304,13 @@ class StatsQueue:
         if self.tier == "health" and not t.dtype.is_floating_point:
             self._done[slot] = _NO_VALUES.copy()
             return slot
+        try:
+            self._add(t, n, slot)
+        except Exception:  # noqa: BLE001 - a dtype with no values to read (quantized, ...)
+            self._done[slot] = None
+        return slot
+
+    def _add(self, t: torch.Tensor, n: int, slot: int) -> None:
         if t.is_cpu and not self.device_path:
             if n <= SMALL_MAX:
                 self._host.add(t, n, slot)
@@ -305,14 +318,13 @@ class StatsQueue:
                     self._done.update(self._host.reduce())
             else:  # the host reads CPU memory at once: nothing waits
                 self._done[slot] = tensorstats.summarize(t, self.tier)
-            return slot
+            return
         batch = self._devices.get(t.device)
         if batch is None:
             batch = self._devices[t.device] = _DeviceBatch(self.tier, t.device)
         batch.add(t, n, slot)
         if batch.values >= BATCH_VALUES or len(batch.small_slots) + len(batch.large_slots) >= BATCH_TENSORS:
             self._flights.append(batch.reduce())
-        return slot
 
     def defer(self, slots: list, emit: Callable[[Any, list], None], payload: Any) -> None:
         """``emit(payload, [stats per slot])`` when they are known (None for a
