@@ -132,15 +132,15 @@ class Session:
         self._ctx = ctx = CaptureContext(writer, options)
         if options.values != "none":
             ctx.stats_queue = StatsQueue(options.values)
-            owner = threading.get_ident()
+        owner = threading.get_ident()
 
-            def join_commit() -> None:
-                # rows waiting for statistics join the writer's timed commit (from
-                # the recording thread: the statistics are its tensors)
-                if threading.get_ident() == owner and ctx.active:
-                    with ctx.own_work():
-                        ctx.stats_queue.drain()
-            writer.before_timed_commit = join_commit
+        def join_commit() -> None:
+            # rows held for their statistics, or in the recorder, join the writer's
+            # timed commit (from the recording thread: the statistics are its tensors)
+            if threading.get_ident() == owner and ctx.active:
+                with ctx.own_work():
+                    _drain(ctx, ctx.eager_mode, wait=False)
+        writer.before_timed_commit = join_commit
         self._findings = findings = Findings(ctx)
         keeper = TensorKeeper(ctx)
         self._backend = BackendRecorder(ctx, findings, keeper)
@@ -228,11 +228,11 @@ class Session:
                     mode.__exit__(None, None, None)
             except Exception as exc:
                 ctx.internal_error("stopping eager recorder", exc)
-        if ctx.stats_queue is not None:  # every row waiting for its statistics
-            try:
-                ctx.stats_queue.drain(wait=True)
-            except Exception as exc:
-                ctx.internal_error("value statistics", exc)
+        self._writer.before_timed_commit = None
+        try:  # every row waiting for its statistics, or held in the recorder
+            _drain(ctx, mode, wait=True)
+        except Exception as exc:
+            ctx.internal_error("value statistics", exc)
         for recorder in reversed(self._core):
             recorder.uninstall()
         self._installed = []
@@ -280,9 +280,9 @@ class Session:
     def flush(self) -> None:
         """Commit what was recorded so far (a reader sees it)."""
         ctx = self._ctx
-        if ctx is not None and ctx.active and ctx.stats_queue is not None:
+        if ctx is not None and ctx.active:
             with ctx.own_work():
-                ctx.stats_queue.drain(wait=True)
+                _drain(ctx, ctx.eager_mode, wait=True)
         self._writer.flush()
 
     def record_graph_check(self, check) -> None:
@@ -290,6 +290,15 @@ class Session:
         of this run (graphdbg's own work, not the program's)."""
         with self._ctx.own_work():
             self._findings.malformed_graph(None, check, "check_graph")
+
+
+def _drain(ctx: CaptureContext, mode: EagerRecorder | None, wait: bool) -> None:
+    """Rows held back (for their statistics, or by the eager recorder) to the
+    writer; with ``wait``, after every statistic has been read back."""
+    if mode is not None:
+        mode.drain(wait)
+    elif ctx.stats_queue is not None:
+        ctx.stats_queue.drain(wait)
 
 
 def _device_description() -> str:

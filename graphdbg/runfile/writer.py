@@ -168,13 +168,21 @@ class RunWriter:
             self._pending += 1
         self.maybe_flush()
 
-    def add_tuple(self, record: type, row: tuple) -> None:
-        """Queue a row of ``record`` given as a plain tuple in its field order
-        (the per-op paths: no record built, nothing copied)."""
+    def add_tuples(self, record: type, rows: list[tuple]) -> None:
+        """Queue rows of ``record`` given as plain tuples in its field order
+        (the per-op paths collect them: no record built, nothing copied)."""
         with self._lock:
-            self._rows[record].append(row)
-            self._pending += 1
+            self._rows[record].extend(rows)
+            self._pending += len(rows)
         self.maybe_flush()
+
+    def op_summary_table(self) -> tuple[dict, set]:
+        """The per-op summary as ``add_op_summary`` keeps it: ``{(op, phase,
+        user_frame, module_path or ""): [count, total_ns, max_ns]}`` and the set
+        of keys changed since the last commit. For the eager recorder's hot
+        path, which updates both directly from one thread (a commit takes the
+        dirty keys before it reads their counts, so none is lost)."""
+        return self._op_summary, self._dirty_summary
 
     def add_op_summary(self, op: str, phase: str, user_frame: int | None,
                        module_path: str | None, time_ns: int) -> None:
@@ -287,6 +295,7 @@ class RunWriter:
                     # user_frame may be NULL, which a primary key never matches
                     # (INSERT OR REPLACE would add a second row): delete with IS
                     keys = list(self._dirty_summary)
+                    self._dirty_summary.difference_update(keys)
                     db.executemany(
                         "DELETE FROM op_summary WHERE op = ? AND phase = ? AND user_frame IS ? "
                         "AND module_path = ?", keys)
@@ -298,7 +307,6 @@ class RunWriter:
                             op=op, phase=phase, user_frame=user_frame, module_path=module_path,
                             count=count, total_ns=total_ns, max_ns=max_ns))
                     db.executemany(_INSERT[OpSummaryRow], rows)
-                    self._dirty_summary.clear()
                 self._snapshot_sources(db)
                 db.execute("COMMIT")
             except BaseException:

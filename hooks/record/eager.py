@@ -87,6 +87,9 @@ class EagerRecorder(TorchDispatchMode):
         self._fwd_stack: dict[int, tuple[int | None, int | None, str | None, str | None]] = {}
         self._stacks: dict[tuple, tuple[int | None, int | None]] = {}
         self._ops: dict[int, tuple[Any, str, bool, Any, bool]] = {}
+        self._summary, self._summary_dirty = self.writer.op_summary_table()
+        self._rows: list[tuple] = []   # op rows not yet handed to the writer
+        self._next_seq = ctx.next_seq
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -165,7 +168,16 @@ class EagerRecorder(TorchDispatchMode):
             phase = "backward"
             user, stack, mpath, mcls = self._fwd_stack.get(
                 node._sequence_nr(), (None, None, None, None))
-        w.add_op_summary(name, phase, user, mpath, dt)
+        key = (name, phase, user, mpath or "")
+        agg = self._summary.get(key)
+        if agg is None:
+            self._summary[key] = [1, dt, dt]
+        else:
+            agg[0] += 1
+            agg[1] += dt
+            if dt > agg[2]:
+                agg[2] = dt
+        self._summary_dirty.add(key)
         if self.rows >= self.max_rows:
             self.ctx.drop_op()
             return
@@ -180,30 +192,45 @@ class EagerRecorder(TorchDispatchMode):
             described = [_describe_json(t) for t in tensors]
             shapes = "[" + ",".join([d[0] for d in described]) + "]"
             dtypes = "[" + ",".join([d[1] for d in described]) + "]"
-        seq_no = self.ctx.next_seq()
+        seq_no = self._next_seq()
         queue = self.queue
         if queue is not None and info[2] and tensors:
             add = queue.add
             # the row waits for its statistics; positional, in OpRow's field order
             queue.defer([add(t) for t in tensors], self._emit,
                         (seq_no, name, phase, shapes, dtypes, dt, user, stack, mpath, mcls))
-            w.maybe_flush()  # the timed commit (it takes the waiting rows along)
         else:
-            w.add_tuple(OpRow, (seq_no, name, phase, shapes, dtypes, None, dt, user, stack,
-                                mpath, mcls))
+            self._rows.append((seq_no, name, phase, shapes, dtypes, None, dt, user, stack,
+                               mpath, mcls))
+        if len(self._rows) >= 256:
+            self.flush_rows()
+        else:
+            w.maybe_flush()  # the timed commit (it takes the held rows along)
         if self.tier == "full":
             self.keeper.keep(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
 
     def _emit(self, p: tuple, stats: list) -> None:
-        self.writer.add_tuple(OpRow, (p[0], p[1], p[2], p[3], p[4], _stats_json(stats), p[5],
-                                      p[6], p[7], p[8], p[9]))
+        self._rows.append((p[0], p[1], p[2], p[3], p[4], _stats_json(stats), p[5], p[6], p[7],
+                           p[8], p[9]))
+
+    def flush_rows(self) -> None:
+        """Hand the rows held here to the writer."""
+        rows, self._rows = self._rows, []
+        if rows:
+            self.writer.add_tuples(OpRow, rows)
+
+    def drain(self, wait: bool = False) -> None:
+        """The statistics queued so far are reduced (with ``wait``: and read
+        back), and every row that has them goes to the writer. Called with
+        the recorder off (a step's end, a commit, the run's end)."""
+        if self.queue is not None:
+            self.queue.drain(wait)
+        self.flush_rows()
 
     def step_end(self) -> None:
-        """A step ended: the statistics queued so far are reduced, and the rows
-        whose statistics have arrived are written (nothing waits)."""
-        if self.queue is not None:
-            with self.ctx.own_work():
-                self.queue.drain()
+        """A step ended: what is held is written (nothing waits)."""
+        with self.ctx.own_work():
+            self.drain()
 
 
 def _skip_dynamo_on_dispatch() -> None:
