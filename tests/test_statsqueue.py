@@ -169,3 +169,14 @@ def test_a_captured_cuda_program_runs_without_a_sync_per_op(tmp_path):
     from conftest import query
     rows = query(tmp_path / "cuda.run", "SELECT stats FROM ops WHERE op = 'aten.relu.default'")
     assert len(rows) == 5 and all(r["stats"] and '"max"' in r["stats"] for r in rows)
+
+
+def test_a_step_end_starts_device_batches_and_leaves_the_host_batch_filling():
+    host, device = StatsQueue("stats"), StatsQueue("stats", device_path=True)
+    got: list = []
+    for q in (host, device):
+        q.defer([q.add(torch.ones(4))], lambda p, s: got.append(p), q)
+        q.start_device_batches()
+    assert got == [device]  # the CPU "device" batch is read at once; the host's waits
+    host.drain()
+    assert got == [device, host]

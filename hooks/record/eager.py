@@ -228,9 +228,18 @@ class EagerRecorder(TorchDispatchMode):
         self.flush_rows()
 
     def step_end(self) -> None:
-        """A step ended: what is held is written (nothing waits)."""
-        with self.ctx.own_work():
-            self.drain()
+        """A step ended (it may end inside a compiled call, once per call):
+        device statistics start on their way, and what has arrived is
+        written (nothing waits)."""
+        queue = self.queue
+        if queue is not None:
+            if queue.device_work:
+                with self.ctx.own_work():
+                    queue.start_device_batches()
+            else:
+                queue.poll()
+        if self._rows:
+            self.flush_rows()
 
 
 def _skip_dynamo_on_dispatch() -> None:

@@ -341,6 +341,21 @@ class StatsQueue:
             self._done.update(flights.popleft().results())
         self._emit()
 
+    @property
+    def device_work(self) -> bool:
+        """Whether tensors on a device wait to be reduced."""
+        return any(b.small_slots or b.large_slots for b in self._devices.values())
+
+    def start_device_batches(self) -> None:
+        """Start reducing what is queued on devices (a step's end: the copies
+        then overlap the next step), and write what has arrived. The host's
+        batch keeps filling: reducing it every step would cost more than it
+        saves; its rows join the next commit."""
+        for batch in self._devices.values():
+            if batch.small_slots or batch.large_slots:
+                self._flights.append(batch.reduce())
+        self.poll()
+
     def drain(self, wait: bool = False) -> None:
         """Reduce what is queued; with ``wait``, wait for every result and write
         every row (the run's end, a flush the reader must see)."""
