@@ -99,16 +99,27 @@ def test_a_training_loop_is_recorded_on_its_first_steps_then_one_in_n(tmp_path):
 
 
 @in_process
-def test_steps_of_a_compiled_loop_mute_the_recorder_inside_the_compiled_call(tmp_path):
+@pytest.mark.parametrize("wrapper_found", [True, False])
+def test_steps_of_a_compiled_loop_mute_the_recorder_inside_the_compiled_call(
+        tmp_path, monkeypatch, wrapper_found):
     """Without an optimizer a step is a call of the first compiled graph, and
     the step ends inside torch.compile's wrapper, which restores the dispatch
     keys it was entered with: the recorder is muted there, never popped (a pop
-    made the program's next eager op fail inside torch)."""
+    made the program's next eager op fail inside torch). Also when a torch
+    whose wrapper looks different hides it from the frame search: a compiled
+    call's step is known to end inside one."""
+    from graphdbg.hooks.record import steps
+    if not wrapper_found:
+        monkeypatch.setattr(steps, "_in_compiled_call", lambda: False)
     f = torch.compile(lambda t: t.sin() + 1, backend="eager")
     x = torch.randn(4)
     with graphdbg.capture(str(tmp_path / "c.run"), eager_steps=(2, 0)):
         for _ in range(4):
             y = f(x)
+            # the dispatch keys agree with the mode stack (a pop inside the call
+            # left the Python key on with an empty stack: a crash waiting for an op)
+            assert torch._C._dispatch_tls_is_dispatch_key_included(
+                torch._C.DispatchKey.Python) == bool(_get_current_dispatch_mode_stack())
             z = (y * 2).sum()  # the program's eager op after each step
     assert z.item() == pytest.approx(((x.sin() + 1) * 2).sum().item())
     assert _get_current_dispatch_mode_stack() == []

@@ -94,7 +94,7 @@ class ProfileRecorder:
             if f.endswith(".pt.trace.json"):
                 repair_trace(os.path.join(self.out_dir, f))
 
-    def _step(self, restart: bool = False) -> None:
+    def _step(self, restart: bool = False, compiled: bool = False) -> None:
         if self._prof is not None:
             self.taken += 1
             self._prof.step()

@@ -29,10 +29,11 @@ from ..context import CaptureContext
 
 
 class StepClock:
-    """Calls ``on_step()`` at the end of each step of the program; ``restart``
-    is true at the first optimizer step after calls of the first compiled
-    graph were counted as steps (they were one step: the program has an
-    optimizer, and steps are its steps)."""
+    """Calls ``on_step(restart, compiled)`` at the end of each step of the
+    program. ``restart``: the first optimizer step after calls of the first
+    compiled graph were counted as steps (they were one step: the program has
+    an optimizer, and steps are its steps). ``compiled``: the step ends inside
+    a compiled call (a call of the first graph always does)."""
 
     def __init__(self, ctx: CaptureContext, on_step: Callable[..., None]) -> None:
         self.ctx = ctx
@@ -56,14 +57,14 @@ class StepClock:
     def _optimizer_step(self, *_args) -> None:
         restart = not self.optimizer_steps and self._calls_counted
         self.optimizer_steps = True
-        self.on_step(restart=restart)
+        self.on_step(restart=restart, compiled=False)
 
     def _compiled_call(self, graph_id: int) -> None:
         if self._first_graph is None:
             self._first_graph = graph_id
         if not self.optimizer_steps and graph_id == self._first_graph:
             self._calls_counted = True
-            self.on_step(restart=False)
+            self.on_step(restart=False, compiled=True)
 
 
 _EVAL_FRAME_FILE = torch._dynamo.eval_frame.__file__
@@ -78,7 +79,9 @@ def _in_compiled_call() -> bool:
     f = sys._getframe(1)
     while f is not None:
         code = f.f_code
-        if code.co_filename == _EVAL_FRAME_FILE and "saved_dynamic_layer_stack_depth" in code.co_varnames:
+        if code.co_filename == _EVAL_FRAME_FILE and (
+                code.co_name == "compile_wrapper"
+                or "saved_dynamic_layer_stack_depth" in code.co_varnames):
             return True
         f = f.f_back
     return False
@@ -124,23 +127,25 @@ class EagerSchedule:
         n, first, every = self.done, self.first, self.every
         return min(n, first) + (n // every - min(n, first) // every if every else 0)
 
-    def _next_step(self, restart: bool = False) -> None:
+    def _next_step(self, restart: bool = False, compiled: bool = False) -> None:
         self.done = 1 if restart else self.done + 1
         want = recorded_step(self.done + 1, self.first, self.every)
         mode = self.ctx.eager_mode
         if mode is not None:
             # a step's end: what the recorder still holds is written now
             mode.step_end()
-        self._turn(on=want)
+        self._turn(on=want, compiled=compiled)
 
-    def _turn(self, on: bool, final: bool = False) -> None:
+    def _turn(self, on: bool, final: bool = False, compiled: bool = False) -> None:
+        """``compiled``: known to run inside a compiled call (then the stack is
+        never touched, whatever `_in_compiled_call` finds)."""
         ctx = self.ctx
         mode = ctx.eager_mode
         if mode is None or on != self._off:
             return
         if on:
             if self._popped:
-                if _in_compiled_call() and not final:
+                if (compiled or _in_compiled_call()) and not final:
                     return  # cannot be pushed here: on from the next step that can
                 _push_mode(mode)
             else:
@@ -151,7 +156,7 @@ class EagerSchedule:
             # (the program's ops then cost nothing); else muted (the recorder's
             # first check, still a Python call per op)
             if (ctx.eager_paused == 0 and _get_current_dispatch_mode() is mode
-                    and not _in_compiled_call()):
+                    and not compiled and not _in_compiled_call()):
                 _pop_mode()
                 self._popped = True
             else:
