@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import graphdbg
-from conftest import graphdbg as graphdbg_cli, line_of, query, report_doc
+from conftest import line_of, query, report_doc
 from graphdbg.core.options import CaptureOptions, OptionError, eager_steps
 from graphdbg.hooks.record.steps import EagerSchedule, recorded_step
 
@@ -93,7 +93,12 @@ def test_a_training_loop_is_recorded_on_its_first_steps_then_one_in_n(tmp_path):
     assert doc["run"]["eager_steps"] == {"first": 2, "every": 5, "steps": STEPS,
                                          "recorded": 4, "by": "optimizer"}
     assert "eager_steps" not in report_doc(tmp_path / "all.run")["run"]  # nothing left out
-    text = graphdbg_cli("report", str(tmp_path / "some.run"), cwd=tmp_path).stdout
+    from rich.console import Console
+    from graphdbg.reporters.report import render
+    console = Console(record=True, width=200)
+    with graphdbg.open_run(str(tmp_path / "some.run")) as run:
+        render(run, console)  # the report's header, as `graphdbg report` prints it
+    text = console.export_text()
     assert "eager ops recorded on 4 of 12 steps (optimizer steps): the first 2, then one " \
            "step in 5 (--eager-steps all records every step)" in " ".join(text.split())
 
@@ -130,13 +135,18 @@ def test_steps_of_a_compiled_loop_mute_the_recorder_inside_the_compiled_call(
     assert doc["run"]["eager_steps"]["recorded"] == 2
 
 
-def test_the_option_reads_first_every_or_all(tmp_path):
+def test_the_option_reads_first_every_or_all(capsys):
     assert eager_steps("all") == (0, 1) and eager_steps("3,50") == (3, 50)
     assert eager_steps("4") == (4, 0)
     with pytest.raises(ValueError, match="FIRST,EVERY"):
         eager_steps("1,2,3")
     with pytest.raises(OptionError, match="eager_steps"):
         CaptureOptions(eager_steps=(-1, 2))
-    r = graphdbg_cli("run", "--eager-steps", "x", "nope.py", cwd=tmp_path)
-    assert r.returncode == 2 and "--eager-steps" in r.stderr and "Traceback" not in r.stderr
-    assert "--eager-steps FIRST,EVERY" in graphdbg_cli("run", "--help", cwd=tmp_path).stdout
+    from graphdbg.cli import main
+    with pytest.raises(SystemExit) as bad:
+        main(["run", "--eager-steps", "x", "nope.py"])
+    err = capsys.readouterr().err
+    assert bad.value.code == 2 and "--eager-steps" in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--eager-steps FIRST,EVERY" in capsys.readouterr().out
