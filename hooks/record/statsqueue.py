@@ -288,7 +288,6 @@ class StatsQueue:
         self._flights: collections.deque[_InFlight] = collections.deque()
         self._done: dict[int, dict | None] = {}
         self._waiting: collections.deque[tuple] = collections.deque()
-        self.values = 0  # queued, not yet reduced
 
     # -- the per-op side ------------------------------------------------------
     def add(self, t: Any) -> int | None:
