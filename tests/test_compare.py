@@ -1,5 +1,6 @@
 """Eager vs compiled: fault-injecting backends change exactly one node of a
-50+ node graph; graphdbg must name that node's line, within ceil(log2 N)+2
+50+ node graph (30+ where a test bisects by prefix or checks the backward:
+SMALL); graphdbg must name that node's line, within ceil(log2 N)+2
 compiles of the stage it bisects, and change nothing the program computes.
 In-process, under `graphdbg.capture`."""
 
@@ -54,16 +55,22 @@ def at_line(mark: str):
     return by_line(line_of(HERE, mark), Path(HERE).name)
 
 
-def run_deep(tmp_path, backend, backward: bool = False, **options) -> dict:
+def run_deep(tmp_path, backend, backward: bool = False, blocks: int = 10, **options) -> dict:
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model, x = Deep(), torch.randn(8, 32)
+    model, x = Deep(n=blocks), torch.randn(8, 32)
     with graphdbg.capture(str(tmp_path / "p.run"), **options):
         out = torch.compile(model, backend=backend)(x)
         if backward:
             out.square().sum().backward()
     assert backend.mutated
     return report_doc(tmp_path / "p.run")
+
+
+# Deep's blocks where a test needs no 50+ op nodes: the bisection and the
+# backward search are the same over 32 (their bound, log2 of the count, holds
+# for any count), at half the compile time of each stage and prefix
+SMALL = 6
 
 
 def op_nodes(doc: dict) -> int:
@@ -108,7 +115,7 @@ def test_single_node_fault_is_found_at_its_line(tmp_path, request, mark, mutatio
 
 def test_bisection_finds_the_node_when_intermediate_outputs_are_not_used(tmp_path):
     doc = run_deep(tmp_path, make_faulty_backend(at_line("residual"), "scale", inner="aot_eager"),
-                   localize="bisect")
+                   blocks=SMALL, localize="bisect")
     d = divergence(doc)
     assert d["line"] == line_of(HERE, "residual") and d["detail"]["method"] == "bisection"
     assert d["detail"]["stage_compiles"] <= math.ceil(math.log2(op_nodes(doc))) + 2
@@ -140,7 +147,7 @@ def test_no_compare_turns_the_check_off(tmp_path, fc_scale_checked):
 @pytest.mark.parametrize("mark", ["sigmoid", "gelu"])
 def test_backward_fault_maps_to_the_forward_line(tmp_path, mark):
     backend = make_backward_faulty_backend(at_line(mark), "scale", inner="aot_eager")
-    doc = run_deep(tmp_path, backend, backward=True)
+    doc = run_deep(tmp_path, backend, backward=True, blocks=SMALL)
     d = divergence(doc)
     assert d["detail"]["direction"] == "backward"
     assert (d["file"], d["line"]) == (HERE, line_of(HERE, mark))

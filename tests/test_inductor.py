@@ -1,15 +1,31 @@
 """End to end with real inductor (C++ compile on CPU: slow, so few samples,
-each run once per session)."""
+each run once per session). The runs are forked from one server that has
+imported inductor and done its once-per-process set-up (tests/support/
+warm_forkserver.py: 3-5 s less per run, 8 runs), so the tests share one
+xdist group: one worker, one server."""
 
+import os
 import re
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from warm_forkserver import InductorRuns
 
 from conftest import SAMPLES, group, markers, query, report_doc, report_text
 
-pytestmark = pytest.mark.inductor
+pytestmark = [pytest.mark.inductor, group("inductor")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> InductorRuns:
+    """conftest's `runs`, forked from an inductor-warm server (this module's
+    runs only: no other module asks for the same ones)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    runs = InductorRuns(shared / "inductor-runs")
+    yield runs
+    runs.close()
 
 
 def assert_same_outputs(plain, observed) -> None:
@@ -20,7 +36,6 @@ def assert_same_outputs(plain, observed) -> None:
         assert torch.equal(a[k], b[k]), k
 
 
-@group("mlp_clean-inductor")
 def test_mlp_under_inductor(runs, workdir):
     sample = SAMPLES / "mlp_clean.py"
     base = runs.plain("mlp_clean", "--save", "plain.safetensors").ok()
@@ -99,7 +114,6 @@ def test_mlp_under_inductor(runs, workdir):
             for k in sorted(kernels, key=lambda k: k["handle"])]
 
 
-@group("train_loop-inductor")
 def test_training_loop_under_inductor_is_bitwise_unchanged(runs):
     """Forward and (lazily compiled) backward under inductor while the eager
     recorder is on the dispatch-mode stack: same graphs, same parameters."""
@@ -129,14 +143,12 @@ def inductor_doc(runs, name: str) -> dict:
     return doc
 
 
-@group("clean_compare-inductor")
 def test_clean_fp32_models_have_no_divergence_under_inductor(runs):
     doc = inductor_doc(runs, "clean_compare")
     assert doc["graphs"] and all(g["backend"] == "inductor" for g in doc["graphs"])
     assert [d for d in doc["diagnostics"] if d["kind"] in ("divergence", "nan_inf")] == []
 
 
-@group("bf16_precision-inductor")
 def test_bf16_difference_is_classified_precision(runs):
     doc = inductor_doc(runs, "bf16_precision")
     divs = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
@@ -148,7 +160,6 @@ def test_bf16_difference_is_classified_precision(runs):
     assert "emulate_precision_casts" in d["hint"]
 
 
-@group("divergence_faulty-inductor")
 def test_faulty_inductor_backend_is_localized(runs):
     doc = inductor_doc(runs, "divergence_faulty")
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
