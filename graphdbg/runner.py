@@ -12,15 +12,42 @@ import sys
 import traceback
 
 from .core.errors import GraphdbgError
+from .core import ranks
 from .core.options import CaptureOptions
 
 
+def _stem(target: str, module: bool) -> str:
+    return target.rsplit(".", 1)[-1] if module else os.path.splitext(os.path.basename(target))[0]
+
+
 def default_output(target: str, module: bool) -> str:
-    stem = target.rsplit(".", 1)[-1] if module else os.path.splitext(os.path.basename(target))[0]
-    return f"graphdbg-{stem}.{os.getpid()}.run"
+    return f"graphdbg-{_stem(target, module)}.{os.getpid()}.run"
 
 
-def _check_target(target: str, module: bool) -> None:
+def output_path(output: str | None, target: str, module: bool) -> str:
+    """The run file this process writes: ``output``, or the default name; one
+    of a launcher's ranks (torchrun, srun) writes ``rank<R>.run`` in the
+    job's folder, which ``-o`` then names (see `graphdbg.core.ranks`)."""
+    info = ranks.from_env()
+    if info is None:
+        return output or default_output(target, module)
+    path = ranks.rank_path(output, _stem(target, module), info)
+    folder = os.path.dirname(path)
+    parent = os.path.dirname(os.path.abspath(folder))
+    if not os.path.isdir(parent):
+        raise GraphdbgError(f"graphdbg run: output directory does not exist: {parent}")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise GraphdbgError(
+            f"graphdbg run: {folder} is a file; under a launcher (rank {info.rank} of "
+            f"{info.world_size}) -o names the job's folder, one run file per rank")
+    try:
+        os.makedirs(folder, exist_ok=True)   # every rank may: none waits for another
+    except OSError as exc:
+        raise GraphdbgError(f"graphdbg run: cannot create {folder} ({exc.strerror})") from None
+    return path
+
+
+def check_target(target: str, module: bool) -> None:
     if module:
         try:
             spec = importlib.util.find_spec(target)
@@ -66,8 +93,8 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     """Run ``target`` as ``python [-m] target args`` would, captured with
     ``options``; returns the program's exit status."""
     options = options or CaptureOptions()
-    _check_target(target, module)
-    output = output or default_output(target, module)
+    check_target(target, module)
+    output = output or output_path(None, target, module)
     out_dir = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(out_dir):
         raise GraphdbgError(f"graphdbg run: output directory does not exist: {out_dir}")
@@ -123,7 +150,9 @@ def run_program(target: str, args: list[str], *, module: bool = False,
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
-    if not quiet:
+    info = ranks.from_env()
+    if not quiet and (info is None or not info.local_rank):
+        # one summary per machine under a launcher, not one per rank
         from .reporters.report import print_run_summary
-        print_run_summary(output)
+        print_run_summary(output, info)
     return status

@@ -97,6 +97,12 @@ class CaptureContext:
         self.eager_mode = None  # the session's EagerRecorder, when eager ops are recorded
         self.call_listeners: list = []  # called with a graph id after each compiled call (steps)
         self.stats_queue = None  # the StatsQueue of value statistics (--values health and up)
+        # where the program is (a rank's position, record/ranks.py): plain stores
+        self.in_call: tuple | None = None    # (graph id, call index) of a running compiled call
+        self.last_call: tuple | None = None  # the last one that returned
+        self.last_op: tuple | None = None    # (op, phase, user frame id) of the last eager op
+        self.on_collective = None  # a rank's: called before it may wait in a collective
+        self.localize_budget_s: float | None = None  # a rank's: the others wait meanwhile
         self.progress = CompileProgress(options.progress)
         self._seq = itertools.count(1)
         self._graph_ids = itertools.count(1)

@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from graphdbg.core import ranks
 from graphdbg.core.options import CaptureOptions
 from graphdbg.core.version import __version__
 from graphdbg.runfile.writer import RunWriter
@@ -41,6 +42,7 @@ from .record.exports import ExportRecorder
 from .findings.writer import Findings
 from .record.tensors import TensorKeeper
 from .record.kernels import KernelTimes
+from .record.ranks import RankWatch
 from .record.trace import TraceCapture
 
 _active: list["Session"] = []  # innermost last
@@ -129,6 +131,8 @@ class Session:
             torch=torch.__version__, python=sys.version.split()[0], values=options.values,
             device=_device_description(), pid=os.getpid(), host=socket.gethostname(),
             **({"stance": options.stance} if options.stance else {}))
+        # a writer that fails (a full disk) stops the capture, never the program
+        writer.on_failure = lambda text: _stderr(text)
         self._ctx = ctx = CaptureContext(writer, options)
         if options.values != "none":
             ctx.stats_queue = StatsQueue(options.values)
@@ -154,6 +158,9 @@ class Session:
         self._t0 = time.time()
         for recorder in self._core:
             self._install(recorder)
+        rank = ranks.from_env()
+        if rank is not None:   # a launcher's rank: which, and where it is if it hangs
+            self._install(RankWatch(ctx, rank, lambda: _drain(ctx, ctx.eager_mode, wait=False)))
         ctx.active = True
         _active.append(self)
         if options.eager:

@@ -265,9 +265,9 @@ class Runs:
         observer checks of programs the tests write."""
         return Result(cwd, *self._process([sys.executable, *map(str, argv)], cwd))
 
-    def _cached(self, key: str, argv: list[str]) -> Result:
-        if key in self._mem:
-            return self._mem[key]
+    def _once(self, key: str, make) -> tuple[Path, int, str, str]:
+        """``make(folder)`` -> (returncode, stdout, stderr), made once per
+        session in its own folder under a file lock (any xdist worker)."""
         d = self.root / re.sub(r"[^\w.-]+", "_", key)
         with open(f"{d}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -275,10 +275,15 @@ class Runs:
             if not done.exists():
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir()
-                done.write_text(json.dumps(self._process(argv, d)))
+                done.write_text(json.dumps(make(d)))
             rc, out, err = json.loads(done.read_text())
-        runs = sorted(d.glob("*.run"))
-        self._mem[key] = Result(d, rc, out, err, runs[0] if runs else None)
+        return d, rc, out, err
+
+    def _cached(self, key: str, argv: list[str]) -> Result:
+        if key not in self._mem:
+            d, rc, out, err = self._once(key, lambda d: self._process(argv, d))
+            runs = sorted(d.glob("*.run"))
+            self._mem[key] = Result(d, rc, out, err, runs[0] if runs else None)
         return self._mem[key]
 
     def graphdbg(self, name: str, *args: str, opts: tuple[str, ...] = (),
@@ -307,6 +312,19 @@ class Runs:
         """`python samples/NAME.py ARGS`, as the user would run it."""
         return self._cached(" ".join(["python", name, *args]),
                             [sys.executable, str(SAMPLES / f"{name}.py"), *args])
+
+
+    def job(self, name: str, program: str, *opts: str, plain: bool = False,
+            hang_until=None) -> Result:
+        """A real 2-rank torchrun job (tests/support/jobs.py), once per
+        session: `.run` is its job folder (`job/`, rank0.run and rank1.run)."""
+        from jobs import run_job
+        key = f"job {name}"
+        if key not in self._mem:
+            d, rc, out, err = self._once(key, lambda d: run_job(
+                d, program, *opts, plain=plain, env=ENV, hang_until=hang_until))
+            self._mem[key] = Result(d, rc, out, err, None if plain else d / "job")
+        return self._mem[key]
 
 
 @pytest.fixture(scope="session")

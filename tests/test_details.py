@@ -58,7 +58,7 @@ def test_a_detail_made_in_code_gives_every_field():
     d = GraphBreakDetail(gb_type="Data-dependent branching", extra={"x": 1})
     assert d.as_dict() == {"gb_id": None, "gb_type": "Data-dependent branching",
                            "explanation": None, "frame_skipped": None,
-                           "skipped_function": None, "x": 1}
+                           "skipped_function": None, "expected_in": None, "x": 1}
     assert d == parse("graph_break", d.as_dict())
 
 

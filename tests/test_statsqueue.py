@@ -180,3 +180,19 @@ def test_a_step_end_starts_device_batches_and_leaves_the_host_batch_filling():
     assert got == [device]  # the CPU "device" batch is read at once; the host's waits
     host.drain()
     assert got == [device, host]
+
+
+def test_the_programs_storage_stays_resizable():
+    # numpy() on the program's own tensor marks its storage non-resizable for
+    # good; FSDP2 resizes its parameters' storage between all-gathers, and
+    # failed with "Trying to resize storage that is not resizable"
+    small, large, ints = torch.randn(64), torch.randn(3 * SMALL_MAX), torch.arange(100)
+    q = StatsQueue("stats")
+    out = []
+    for t in (small, large, ints):
+        q.defer([q.add(t)], lambda p, stats: out.append(stats), None)
+    q.drain(wait=True)
+    assert len(out) == 3 and all(s[0] is not None for s in out)
+    for t in (small, large, ints):
+        assert tensorstats.summarize(t, "stats") is not None
+        t.untyped_storage().resize_(0)   # raises when graphdbg made it non-resizable

@@ -1,8 +1,10 @@
-"""`graphdbg diff A B [--json] [--rtol X]`."""
+"""`graphdbg diff A B [--json] [--rtol X]`, or `graphdbg diff DIR` for a job's ranks."""
 
 from __future__ import annotations
 
 import argparse
+
+from . import UsageError
 
 
 class DiffCommand:
@@ -11,18 +13,33 @@ class DiffCommand:
 
     def prepare_parser(self, subparsers: argparse._SubParsersAction) -> None:
         dif = subparsers.add_parser(
-            "diff", help="compare two runs of the same program",
+            "diff", help="compare two runs of the same program, or a job's ranks",
             description="Align two runs (e.g. `graphdbg run --stance force_eager` against a "
                         "compiled run) by source line, op and occurrence, and report where "
                         "shapes, values or timings part ways. Exits 1 when values or shapes "
-                        "differ.")
-        dif.add_argument("run_a", help="first run file (the reference, e.g. eager)")
-        dif.add_argument("run_b", help="second run file")
+                        "differ. Given a job's folder (the rank<R>.run files of a torchrun or "
+                        "srun job), rank 0 is aligned against each other rank the same way, "
+                        "but values are not compared (each rank has its own data): only "
+                        "where the op sequence or shapes part ways, the first place per pair "
+                        "of ranks; exits 1 when they do.")
+        dif.add_argument("run_a", help="first run file (the reference, e.g. eager), or a "
+                                       "job's folder of rank files")
+        dif.add_argument("run_b", nargs="?", help="second run file (not with a job's folder)")
         dif.add_argument("--json", action="store_true", help="print a JSON document")
         dif.add_argument("--rtol", type=float, default=1e-3,
-                         help="relative difference of value summaries that counts (default 1e-3)")
+                         help="relative difference of value summaries that counts (default "
+                              "1e-3; two runs only)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..runfile.job import is_job_folder
+        if is_job_folder(args.run_a):
+            if args.run_b is not None:
+                raise UsageError(f"{args.run_a} is a job's folder: it is compared alone "
+                                 f"(rank against rank); give two run files to compare two runs")
+            from ..reporters.ranks import main_diff
+            return main_diff(args.run_a, args.json)
+        if args.run_b is None:
+            raise UsageError("give two run files, or a job's folder of rank<R>.run files")
         from ..reporters.diff import main
         return main(args.run_a, args.run_b, args.json, args.rtol)
 

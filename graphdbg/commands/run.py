@@ -59,7 +59,9 @@ class RunCommand:
         run.add_argument("-m", dest="module", metavar="MODULE",
                          help="run a library module as a script, like python -m")
         run.add_argument("-o", "--output", metavar="PATH",
-                         help="run file to write (default: graphdbg-<script>.<pid>.run)")
+                         help="run file to write (default: graphdbg-<script>.<pid>.run); under "
+                              "torchrun or srun, the job's folder, where each rank writes "
+                              "rank<R>.run (default: graphdbg-<script>-<job id>/)")
         for name, kw in _arguments():
             run.add_argument(name, **kw)
         run.add_argument("-q", "--quiet", action="store_true",
@@ -87,7 +89,7 @@ class RunCommand:
         return argv, []
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..runner import default_output, run_program
+        from ..runner import check_target, output_path, run_program
         try:
             options = CaptureOptions.from_flags(vars(args))
         except OptionError as exc:   # the options' own checks, said of the flag
@@ -96,7 +98,8 @@ class RunCommand:
         target = args.module or args.script
         if not target:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
-        output = args.output or default_output(target, bool(args.module))
+        check_target(target, bool(args.module))   # before a rank's folder is made
+        output = output_path(args.output, target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),
                              output=output, quiet=args.quiet, options=options)
         if args.tui:

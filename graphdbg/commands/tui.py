@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..core.errors import GraphdbgError
+from . import UsageError
 
 
 def resolve_run(path: str | None) -> str:
@@ -30,13 +31,26 @@ def check_runs(paths: list[str]) -> None:
         Run(path).close()
 
 
-def open_ui(paths: list[str]) -> int:
-    check_runs(paths)
+def _check_terminal() -> None:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise GraphdbgError("the terminal UI needs a terminal (stdin and stdout are not "
                             "both one); `graphdbg report` prints the same findings")
+
+
+def open_ui(paths: list[str]) -> int:
+    check_runs(paths)
+    _check_terminal()
     from graphdbg.tui.views.app import run_tui
     return run_tui(paths)
+
+
+def open_job_ui(folder: str) -> int:
+    """The job screen over a job's folder (its files checked first)."""
+    from ..runfile.job import Job
+    Job.open(folder).close()
+    _check_terminal()
+    from graphdbg.tui.views.job import run_job_tui
+    return run_job_tui(folder)
 
 
 class TuiCommand:
@@ -51,12 +65,22 @@ class TuiCommand:
                         "graphs and nodes, eager against compiled per node, source with "
                         "annotations, hot spots, run info. With two runs (e.g. one made "
                         "with --stance force_eager and a compiled one), the diff view "
-                        "aligns their ops as `graphdbg diff` does.")
-        tui.add_argument("run", nargs="?", help="run file or directory (default: newest *.run here)")
+                        "aligns their ops as `graphdbg diff` does. Given a job's folder "
+                        "(the rank<R>.run files of a torchrun or srun job), a job screen "
+                        "lists the ranks (status, counts, where each was) and where they "
+                        "differ; Enter opens a rank's run.")
+        tui.add_argument("run", nargs="?",
+                         help="run file, a job's folder of rank files, or a directory "
+                              "(its newest run; default: newest *.run here)")
         tui.add_argument("run_b", nargs="?", metavar="RUN_B",
                          help="a second run to align with the first in the diff view")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..runfile.job import is_job_folder
+        if is_job_folder(args.run):
+            if args.run_b is not None:
+                raise UsageError(f"{args.run} is a job's folder: it opens alone")
+            return open_job_ui(args.run)
         paths = [resolve_run(args.run)]
         if args.run_b is not None:
             paths.append(resolve_run(args.run_b))

@@ -47,6 +47,9 @@ def _document(run: Run, with_nodes: bool) -> dict:
         "ops_dropped": i.ops_dropped, "internal_errors": i.internal_errors,
         "pid": i.pid, "host": i.host, "profile": i.profile, "py_spy_error": i.py_spy_error,
     }
+    if i.rank is not None:   # a launcher's rank, and where it was last seen
+        info["rank"] = i.rank
+        info["position"] = run.position()
     if i.eager_steps and i.eager_steps.get("recorded", 0) < i.eager_steps.get("steps", 0):
         # which steps' eager ops are in the run (--eager-steps), when not all of them
         info["eager_steps"] = i.eager_steps
@@ -61,7 +64,7 @@ def _document(run: Run, with_nodes: bool) -> dict:
             "calls": g.calls, "total_call_ns": g.total_call_ns,
             "min_call_ns": g.min_call_ns, "max_call_ns": g.max_call_ns,
             "eager_ref_ns": g.eager_ref_ns, "steady_call_ns": g.steady_call_ns,
-            "compiled_slower": g.compiled_slower,
+            "compiled_slower": g.compiled_slower, "ddp_bucket": g.ddp_bucket,
         }
         if with_nodes:
             entry["nodes"] = [{

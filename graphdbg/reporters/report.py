@@ -90,6 +90,11 @@ def render(run: Run, console) -> None:
         out.append(f"[yellow]the process that wrote it (pid {info.pid}) is gone and never "
                    f"closed the run file: it holds what was captured until the last commit "
                    f"(about a second before the end)[/]")
+    if info.rank is not None:
+        out.append(escape(rank_line(info.rank, info.host)))
+        if state != "complete":   # where the rank was when it stopped
+            for line in position_lines(run.position()):
+                out.append(f"[yellow]{escape(line)}[/]")
     out.append(_counts_line(len(graphs), run.finding_counts(), run.eager_totals()[0]))
     sampled = eager_steps_line(info.eager_steps)
     if sampled:
@@ -146,6 +151,8 @@ def render(run: Run, console) -> None:
             t.add_row(*_graph_cells(g))
         out.append(Rule(f"Graphs ({len(graphs)})", align="left"))
         out.append(t)
+        for line in bucket_lines(graphs):
+            out.append(f"[dim]{escape(line)}[/]")
         if any(g.compiled_slower for g in graphs):
             out.append("[dim][yellow]▲[/] compiled slower than eager: its fastest call after the "
                        "first took longer than the graph's ops in the eager reference run[/]")
@@ -200,13 +207,70 @@ def _problem_head(f: Finding) -> str:
     return f"{_ICONS.get(f.severity, '?')} [bold]{f.kind}[/] [cyan]{escape(where)}[/]{fn}{times}"
 
 
+def rank_line(rank: dict, host: str | None) -> str:
+    """"rank 1 of 2 (local 1, host gpu3, gloo, job 5abc2788)"."""
+    parts = [f"local {rank['local_rank']}" if rank.get("local_rank") is not None else None,
+             f"host {host}" if host else None, rank.get("backend"),
+             f"job {rank['job']}" if rank.get("job") else None,
+             f"restart {rank['restart']}" if rank.get("restart") else None]
+    return (f"rank {rank['rank']} of {rank['world_size']} "
+            f"({', '.join(p for p in parts if p)})")
+
+
+def position_lines(position: dict | None) -> list[str]:
+    """Where a rank that never closed its file was last seen."""
+    if not position:
+        return []
+    out = []
+    call = position.get("call")
+    if call:
+        where = f" ({call['function'] or '?'} at {short(call['file'])}:{call['line']})" \
+            if call.get("file") else ""
+        state = "inside" if call.get("running") else "returned from"
+        out.append(f"last seen: {state} compiled call {call['call_idx']} of graph "
+                   f"{call['graph_id']}{where}")
+    op = position.get("op")
+    if op:
+        where = f" at {short(op['file'])}:{op['line']}" if op.get("file") else ""
+        out.append(f"last eager op: {op['op']} ({op['phase']}){where}")
+    return out
+
+
+def bucket_lines(graphs: list[Graph]) -> list[str]:
+    """DDPOptimizer's splits: one line per compiled function split into buckets."""
+    split: dict[str | None, list[Graph]] = {}
+    for g in graphs:
+        if g.ddp_bucket is not None:
+            split.setdefault(g.compile_id, []).append(g)
+    out = []
+    for cid, gs in split.items():
+        first = gs[0]
+        cap = first.ddp_bucket.get("cap_bytes")
+        sizes = ", ".join(f"graph {g.id}: {_mb(g.ddp_bucket.get('size_bytes'))} in "
+                          f"{len(g.ddp_bucket.get('params') or [])} params" for g in gs)
+        out.append(f"DDP: compile {cid} ({first.function or '?'}) is one function that "
+                   f"DDPOptimizer split at {len(gs)} gradient buckets"
+                   f"{f' of {_mb(cap)}' if cap else ''} (not {len(gs)} compiles): {sizes}; "
+                   f"its compile column is each bucket's backend time")
+    return out
+
+
+def _mb(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**20:.2f} MB"
+
+
 def _graph_cells(g: Graph) -> tuple[str, ...]:
     from rich.markup import escape
-    return (str(g.id), g.compile_id or "-", escape(g.function or "?"),
+    b = g.ddp_bucket
+    name = g.function or "?"
+    if b is not None:
+        name += f" · bucket {b['index'] + 1}/{b['count']}"
+    compile_s = g.backend_time_s if b is not None else g.compile_time_s
+    return (str(g.id), g.compile_id or "-", escape(name),
             escape(f"{brief(g.file)}:{g.line}" if g.file else "?"),
             escape(g.backend or "?"), str(g.n_nodes),
             "[red]failed[/]" if g.status == "compile_error" else
-            f"{g.compile_time_s:.2f} s" if g.compile_time_s else "-",
+            f"{compile_s:.2f} s" if compile_s else "-",
             str(g.calls), ms(g.mean_call_ns),
             # fastest compiled call slower than the nodes' eager time: flagged
             "-" if not g.eager_ref_ns else
@@ -336,8 +400,10 @@ def _secs(x: float) -> str:
     return "-" if x < 0.0005 else f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
 
 
-def print_run_summary(path: str) -> None:
-    """Short summary after `graphdbg run`, with the next command to type (stderr)."""
+def print_run_summary(path: str, rank=None) -> None:
+    """Short summary after `graphdbg run`, with the next command to type
+    (stderr); a launcher's rank (`graphdbg.core.ranks.RankInfo`) points at
+    the job's folder, which the views open whole."""
     from rich.console import Console
     console = Console(stderr=True, highlight=False, emoji=False,
                       width=None if sys.stderr.isatty() else 120)
@@ -346,6 +412,12 @@ def print_run_summary(path: str) -> None:
             counts = _counts_line(len(run.graphs()), run.finding_counts(), run.eager_totals()[0])
     except GraphdbgError as exc:
         console.print(f"graphdbg: {exc}")
+        return
+    if rank is not None:
+        folder = short(os.path.dirname(path) or ".")
+        console.print(f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}")
+        console.print(f"  {rank.world_size} ranks write to {folder}/; "
+                      f"next: [bold]graphdbg report {folder}[/]")
         return
     console.print(f"[bold]graphdbg:[/] {counts} → {short(path)}")
     console.print(f"  next: [bold]graphdbg report {short(path)}[/]")

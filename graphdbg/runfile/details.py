@@ -119,6 +119,7 @@ class GraphBreakDetail(Detail):
     explanation: str | None = None
     frame_skipped: bool | None = None  # torch could not resume: the function runs eagerly
     skipped_function: str | None = None
+    expected_in: str | None = None     # "ddp" | "fsdp": in DDP's forward or FSDP2's hooks (info)
 
     def summary(self) -> str | None:
         return self.explanation[:300] if self.explanation else None
@@ -290,6 +291,7 @@ class CheckSkippedDetail(Detail):
     need_bytes: int | None = None
     budget_bytes: int | None = None
     budget: str | None = None          # where the budget came from
+    collectives: list | None = None    # the graph's collectives: not run again by a check
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,6 +32,7 @@ import socket
 import sqlite3
 import threading
 import urllib.parse
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, Collection, Iterable, Iterator
 
@@ -40,7 +41,7 @@ from .details import FindingDetail, parse as parse_detail
 from .records import (CallRow, DiagnosticRow, FrameRow, NodeRow, NodeValueRow, OpRow,
                       OpSummaryRow, StackRow, TensorRow)
 from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION, columns, select
-from ..core.sourcemap import original_function
+from ..core.sourcemap import is_internal, original_function
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
 MIN_SAMPLES = 3  # steady calls a compiled line's time needs before it is called slower than eager
@@ -101,6 +102,12 @@ class RunInfo:
     # --eager-steps: {first, every, steps, recorded, by}; None: no eager recorder
     eager_steps: dict | None = None
     py_spy_error: str | None = None  # --py-spy: why it sampled nothing
+    # a launcher's rank (torchrun, srun): {rank, world_size, local_rank,
+    # local_world_size, group_rank, restart, job, backend}; None: one process
+    rank: dict | None = None
+    # where a rank was last seen (hooks/record/ranks.py): {since, call:
+    # {graph_id, call_idx, running}, op: {op, phase, user_frame}}
+    position: dict | None = None
 
     @property
     def versions(self) -> dict:
@@ -132,6 +139,9 @@ class Graph:
     max_call_ns: int | None
     eager_ref_ns: int | None = None  # its nodes' time in the eager reference run (None: not checked)
     steady_call_ns: int | None = None  # its fastest call after the first (None: called once)
+    # one of DDPOptimizer's pieces of a compiled function: {index, count,
+    # size_bytes, params, cap_bytes, first_cap_bytes}
+    ddp_bucket: dict | None = None
 
     @property
     def mean_call_ns(self) -> float | None:
@@ -434,6 +444,16 @@ def _excerpt(exc: BaseException, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+_RANK_KEYS = ("rank", "world_size", "local_rank", "local_world_size", "group_rank", "restart",
+              "job")
+
+
+def _rank(meta: dict) -> dict | None:
+    if not isinstance(meta.get("rank"), int):
+        return None
+    return {**{k: meta.get(k) for k in _RANK_KEYS}, "backend": meta.get("dist_backend")}
+
+
 def _status(meta: dict) -> str | None:
     """How the run ended. A run still marked running whose process is gone
     (killed with SIGKILL, the machine lost power) ended without closing."""
@@ -494,7 +514,8 @@ class Run:
             counts=m.get("counts"), ops_dropped=m.get("ops_dropped"),
             internal_errors=m.get("internal_errors") or [], schema_version=version,
             pid=m.get("pid"), host=m.get("host"), profile=m.get("profile"),
-            py_spy_error=m.get("py_spy_error"), eager_steps=m.get("eager_steps"))
+            py_spy_error=m.get("py_spy_error"), eager_steps=m.get("eager_steps"),
+            rank=_rank(m), position=m.get("position"))
 
     def __repr__(self) -> str:
         return f"<graphdbg.runfile.query.Run {self.path!r}{' closed' if self._closed else ''}>"
@@ -651,11 +672,60 @@ class Run:
 
     def graphs(self) -> list[Graph]:
         """Every graph, by id (graphs are few; the graph code is left out)."""
-        return [self._graph(r) for r in self._rows(self._GRAPH_SQL + "ORDER BY g.id")]
+        buckets = self._ddp_buckets()
+        return [self._with_bucket(self._graph(r), buckets)
+                for r in self._rows(self._GRAPH_SQL + "ORDER BY g.id")]
 
     def graph(self, graph_id: int) -> Graph | None:
         rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
-        return self._graph(rows[0]) if rows else None
+        return self._with_bucket(self._graph(rows[0]), self._ddp_buckets()) if rows else None
+
+    def position(self) -> dict | None:
+        """Where the rank was last seen (a launcher's rank; None otherwise):
+        ``{since, call: {graph_id, call_idx, running, function, file, line},
+        op: {op, phase, file, line, function, code}}`` (each part only when
+        the rank got that far)."""
+        p = self.info.position
+        if not isinstance(p, dict):
+            return None
+        out: dict = {"since": p.get("since")}
+        call = p.get("call")
+        if isinstance(call, dict):
+            g = self.graph(call.get("graph_id")) if isinstance(call.get("graph_id"), int) else None
+            out["call"] = {**call, "function": g.function if g else None,
+                           "file": g.file if g else None, "line": g.line if g else None}
+        op = p.get("op")
+        if isinstance(op, dict):
+            fid = op.get("user_frame")
+            f = self._resolve([fid]).get(fid, NO_FRAME) if isinstance(fid, int) else NO_FRAME
+            out["op"] = {"op": op.get("op"), "phase": op.get("phase"), **f.as_dict()}
+        return out
+
+    def _ddp_buckets(self) -> dict[int, dict]:
+        out = {}
+        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ?",
+                                ("graphdbg_ddp_bucket",)):
+            b = dict((_loads(md) or {}).get("graphdbg_ddp_bucket") or {})
+            if isinstance(b.get("graph_id"), int):
+                out[b.pop("graph_id")] = b
+        return out
+
+    def collectives(self) -> dict[int, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """The collectives each compiled graph issues, in graph order:
+        {graph id: (ops, node names)} (graphs that issue none are left out)."""
+        out = {}
+        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ? ORDER BY seq",
+                                ("graphdbg_collectives",)):
+            c = (_loads(md) or {}).get("graphdbg_collectives") or {}
+            if isinstance(c.get("graph_id"), int):
+                out[c["graph_id"]] = (tuple(map(str, c.get("ops") or ())),
+                                      tuple(map(str, c.get("nodes") or ())))
+        return out
+
+    @staticmethod
+    def _with_bucket(g: Graph, buckets: dict[int, dict]) -> Graph:
+        b = buckets.get(g.id)
+        return g if b is None else dataclasses.replace(g, ddp_bucket=b)
 
     def sampling(self) -> Sampling | None:
         """py-spy's samples of the run (None without --py-spy)."""
@@ -702,6 +772,12 @@ class Run:
                               and g.file and not g.file.startswith("<")), None)
                 if named is not None:
                     where = (named.function, named.file, named.line)
+            user = p.get("user")
+            if user and (not where[1] or is_internal(where[1])) and len(user) == 3:
+                # torch's own code compiled (DDP's forward, a context manager): at the
+                # user's line that started the compile, named as torch's
+                inside = f"{os.path.basename(where[1])}:{where[2]}" if where[1] else "torch"
+                where = (f"{where[0] or '?'} ({inside})", user[0], user[1])
             out.append(CompileTime(
                 cid or "?", tuple(g.id for g in gs), *where,
                 float(p.get("total") or 0.0), {k: float(p.get(k) or 0.0) for k in COMPILE_PHASES},

@@ -95,6 +95,9 @@ class RunWriter:
         self._last_commit = time.monotonic()
         # called before a commit the clock asks for (rows held elsewhere join it)
         self.before_timed_commit: Callable[[], None] | None = None
+        # told once when the file can no longer be written (then nothing more is)
+        self.on_failure: Callable[[str], None] | None = None
+        self.failed: str | None = None
         self.closed = False
         self.set_meta(format=FORMAT, schema_version=SCHEMA_VERSION,
                       status="running", started_at=time.time())
@@ -156,6 +159,8 @@ class RunWriter:
     # -- rows ------------------------------------------------------------
     def add(self, row: tuple) -> None:
         """Queue a row: a record of `ROW_RECORDS`, whose type names its table."""
+        if self.closed:   # closed, or failed: nothing more is written
+            return
         with self._lock:
             try:
                 # kept as a plain tuple: the garbage collector stops tracking a tuple
@@ -171,6 +176,8 @@ class RunWriter:
     def add_tuples(self, record: type, rows: list[tuple]) -> None:
         """Queue rows of ``record`` given as plain tuples in its field order
         (the per-op paths collect them: no record built, nothing copied)."""
+        if self.closed:
+            return
         with self._lock:
             self._rows[record].extend(rows)
             self._pending += len(rows)
@@ -251,11 +258,37 @@ class RunWriter:
         self.maybe_flush()
 
     def set_meta(self, **items: Any) -> None:
+        if self.closed:
+            return
         with self._lock:
-            self._db.executemany(insert(MetaRow, "INSERT OR REPLACE"),
-                                 [MetaRow(key=k, value=dumps(v)) for k, v in items.items()])
+            try:
+                self._db.executemany(insert(MetaRow, "INSERT OR REPLACE"),
+                                     [MetaRow(key=k, value=dumps(v)) for k, v in items.items()])
+            except sqlite3.Error as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: sqlite3.Error) -> None:
+        """The file cannot be written (disk full or failing, the file removed or
+        taken by another process): the program must not notice. What was
+        committed stays readable; nothing more is written, and the failure is
+        told once."""
+        self.failed = f"{type(exc).__name__}: {exc}"
+        self.closed = True
+        for record in self._rows:
+            self._rows[record] = []
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass
+        if self.on_failure is not None:
+            self.on_failure(f"cannot write {self.path} ({exc}): the capture stopped there; "
+                            f"the program goes on")
 
     # -- writing -------------------------------------------------------------
+    def stale(self, age_s: float) -> bool:
+        """Whether the last commit is older than ``age_s`` seconds."""
+        return time.monotonic() - self._last_commit >= age_s
+
     def maybe_flush(self) -> None:
         if self._pending >= self._batch_rows:
             self.flush()
@@ -270,49 +303,60 @@ class RunWriter:
         if self.closed:
             return
         with self._lock:
-            db = self._db
-            db.execute("BEGIN")
+            if self.closed:   # another thread's flush failed
+                return
             try:
-                for record, rows in self._rows.items():
-                    if rows:
-                        db.executemany(_INSERT[record], rows)
-                        self._rows[record] = []
-                self._pending = 0
-                if self._dirty_graphs:
-                    db.executemany(insert(GraphRow, "INSERT OR REPLACE"),
-                                   [self._graphs[g] for g in sorted(self._dirty_graphs)])
-                    self._dirty_graphs.clear()
-                if self._dirty_diags:
-                    rows = []
-                    for k in self._dirty_diags:
-                        d = self._diags[k]
-                        rows.append(DiagnosticRow(**{
-                            **d, "compile_ids": dumps(d["compile_ids"]),
-                            "detail": dumps(d["detail"]) if d["detail"] is not None else None}))
-                    db.executemany(insert(DiagnosticRow, "INSERT OR REPLACE"), rows)
-                    self._dirty_diags.clear()
-                if self._dirty_summary:
-                    # user_frame may be NULL, which a primary key never matches
-                    # (INSERT OR REPLACE would add a second row): delete with IS
-                    keys = list(self._dirty_summary)
-                    self._dirty_summary.difference_update(keys)
-                    db.executemany(
-                        "DELETE FROM op_summary WHERE op = ? AND phase = ? AND user_frame IS ? "
-                        "AND module_path = ?", keys)
-                    rows = []
-                    for k in keys:
-                        op, phase, user_frame, module_path = k
-                        count, total_ns, max_ns = self._op_summary[k]
-                        rows.append(OpSummaryRow(
-                            op=op, phase=phase, user_frame=user_frame, module_path=module_path,
-                            count=count, total_ns=total_ns, max_ns=max_ns))
-                    db.executemany(_INSERT[OpSummaryRow], rows)
-                self._snapshot_sources(db)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                self._commit()
+            except sqlite3.Error as exc:
+                self._fail(exc)
             self._last_commit = time.monotonic()
+
+    def _commit(self) -> None:
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for record, rows in self._rows.items():
+                if rows:
+                    db.executemany(_INSERT[record], rows)
+                    self._rows[record] = []
+            self._pending = 0
+            if self._dirty_graphs:
+                db.executemany(insert(GraphRow, "INSERT OR REPLACE"),
+                               [self._graphs[g] for g in sorted(self._dirty_graphs)])
+                self._dirty_graphs.clear()
+            if self._dirty_diags:
+                rows = []
+                for k in self._dirty_diags:
+                    d = self._diags[k]
+                    rows.append(DiagnosticRow(**{
+                        **d, "compile_ids": dumps(d["compile_ids"]),
+                        "detail": dumps(d["detail"]) if d["detail"] is not None else None}))
+                db.executemany(insert(DiagnosticRow, "INSERT OR REPLACE"), rows)
+                self._dirty_diags.clear()
+            if self._dirty_summary:
+                # user_frame may be NULL, which a primary key never matches
+                # (INSERT OR REPLACE would add a second row): delete with IS
+                keys = list(self._dirty_summary)
+                self._dirty_summary.difference_update(keys)
+                db.executemany(
+                    "DELETE FROM op_summary WHERE op = ? AND phase = ? AND user_frame IS ? "
+                    "AND module_path = ?", keys)
+                rows = []
+                for k in keys:
+                    op, phase, user_frame, module_path = k
+                    count, total_ns, max_ns = self._op_summary[k]
+                    rows.append(OpSummaryRow(
+                        op=op, phase=phase, user_frame=user_frame, module_path=module_path,
+                        count=count, total_ns=total_ns, max_ns=max_ns))
+                db.executemany(_INSERT[OpSummaryRow], rows)
+            self._snapshot_sources(db)
+            db.execute("COMMIT")
+        except BaseException:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass   # the first error is the one to tell
+            raise
 
     def _snapshot_sources(self, db: sqlite3.Connection) -> None:
         """Copy every user file a frame points into, so the source view works
@@ -336,8 +380,9 @@ class RunWriter:
         with self._lock:
             self.set_meta(ended_at=time.time(), **final_meta)
             self.flush()
-            self.closed = True
-            self._db.close()
+            if not self.closed:
+                self.closed = True
+                self._db.close()
 
     def abandon(self) -> None:
         """In a forked child: drop the parent's connection without touching the file."""

@@ -94,7 +94,8 @@ class DivergenceChecker:
         self.gm = gm
         self.tol = Tolerance(o.rtol, o.atol)
         self.localizer = Localizer(gm, compile_user, backend, self.tol, o.localize,
-                                   ctx.bisect_progress, f"graph {graph_id}")
+                                   ctx.bisect_progress, f"graph {graph_id}",
+                                   ctx.localize_budget_s)
         self.needs_clone = mutates_inputs(gm)
         self.checked = 0
         self.reported: set[str] = set()

@@ -60,14 +60,21 @@ class Localization:
 
 def first_divergent(names: list[str], probe: Callable[[str], ValueDiff | None],
                     undecided: list[str], progress: BisectProgress, label: str,
-                    failed: Callable[[str, BaseException], str]) -> tuple[int, ValueDiff | None]:
+                    failed: Callable[[str, BaseException], str],
+                    over: Callable[[], str | None] = lambda: None,
+                    ) -> tuple[int | None, ValueDiff | None]:
     """Index of the first of ``names`` whose prefix diverges (``probe``
     returns a finding), assuming every later prefix diverges too, and the
     finding at that index. A probe that raises cannot decide: the search
-    looks later and ``undecided`` says why."""
+    looks later and ``undecided`` says why. ``over()`` says why the search
+    must stop now (its time is up): the index is then None."""
     lo, hi, bad = 0, len(names) - 1, None
     progress.start_bar(max(1, math.ceil(math.log2(max(2, len(names))))), label)
     while lo < hi:
+        why = over()
+        if why:
+            undecided.append(why)
+            return None, bad
         mid = (lo + hi) // 2
         try:
             d = probe(names[mid])
@@ -87,7 +94,11 @@ class Localizer:
 
     def __init__(self, gm: torch.fx.GraphModule, compile_user: Callable, backend: str,
                  tol: Tolerance, mode: str, progress: Callable[[str], BisectProgress],
-                 title: str) -> None:
+                 title: str, budget_s: float | None = None) -> None:
+        """``budget_s``: the most seconds one localisation may take (a rank of
+        a distributed job: the other ranks wait for it in their next
+        collective); None: no limit."""
+        self.budget_s = budget_s
         self.gm = gm
         self.nodes = {n.name: n for n in gm.graph.nodes}
         self.compile_user = compile_user
@@ -96,6 +107,15 @@ class Localizer:
         self.mode = mode
         self.progress = progress
         self.title = title
+
+    def _over(self, t0: float) -> Callable[[], str | None]:
+        def over() -> str | None:
+            if self.budget_s is None or time.perf_counter() - t0 <= self.budget_s:
+                return None
+            return (f"stopped after {self.budget_s:.0f} s: a rank of a distributed job must not "
+                    f"keep the others waiting in their next collective; localise it in one "
+                    f"process (graphdbg.compare on the module and these inputs)")
+        return over
 
     @property
     def random_nodes(self) -> list[str]:
@@ -142,7 +162,12 @@ class Localizer:
             if self.mode != "bisect":
                 stages.append("user")
             loc.stage = "user"
+            over = self._over(t0)
             for stage in stages:
+                why = over()
+                if why:
+                    loc.undecided.append(why)
+                    return loc
                 progress.step("compiling the graph with every intermediate as an output"
                               if stage == "user" else f"checking stage {stage}")
                 try:
@@ -180,7 +205,10 @@ class Localizer:
 
                 i, bad = first_divergent(
                     candidates, probe, loc.undecided, progress, f"bisecting {len(candidates)} nodes",
-                    lambda name, exc: f"{name}: backend failed on the prefix graph ({type(exc).__name__})")
+                    lambda name, exc: f"{name}: backend failed on the prefix graph ({type(exc).__name__})",
+                    over)
+                if i is None:
+                    return loc
                 loc.node, loc.diff = candidates[i], bad or final
             progress.step(f"checking {loc.node} in isolation")
             loc.target = node_target(self.nodes[loc.node])
@@ -257,9 +285,10 @@ class Localizer:
                 i, bad = first_divergent(
                     candidates, lambda name: prefixes.diverge(name, loc), loc.undecided, progress,
                     f"bisecting {len(candidates)} nodes (forward + backward)",
-                    lambda name, exc: f"{name}: {type(exc).__name__}")
-                loc.node, loc.diff = candidates[i], bad or final
-                loc.target = node_target(self.nodes[loc.node])
+                    lambda name, exc: f"{name}: {type(exc).__name__}", self._over(t0))
+                if i is not None:
+                    loc.node, loc.diff = candidates[i], bad or final
+                    loc.target = node_target(self.nodes[loc.node])
         finally:
             progress.end()
             loc.seconds = time.perf_counter() - t0
@@ -287,9 +316,10 @@ class Localizer:
                 i, _ = first_divergent(
                     candidates, probe, loc.undecided, progress,
                     f"bisecting {len(candidates)} nodes (forward + backward)",
-                    lambda name, exc: f"{name}: {type(exc).__name__}")
-                loc.node = candidates[i]
-                loc.target = node_target(self.nodes[loc.node])
+                    lambda name, exc: f"{name}: {type(exc).__name__}", self._over(t0))
+                if i is not None:
+                    loc.node = candidates[i]
+                    loc.target = node_target(self.nodes[loc.node])
         finally:
             progress.end()
             loc.seconds = time.perf_counter() - t0

@@ -31,6 +31,7 @@ from graphdbg.core.sourcemap import (Frame, code_line, in_library, innermost_use
 
 from .. import compat
 from ..record import creation
+from ..record.ddp import DDP_HINT, FSDP_HINT, expected_break
 from ..check import fakecheck
 from ..context import CaptureContext
 from .exceptions import (compiler_error, constraint_guards, data_dependent_symbols,
@@ -42,6 +43,9 @@ from ..check.numerics import finite_or_none
 
 _SEVERITY = {"miscompile": "error", "shape": "error", "dtype": "error",
              "precision": "info", "random": "warning"}
+
+
+_OWNERS = {"ddp": "DistributedDataParallel's own forward", "fsdp": "FSDP2's hooks"}
 
 
 class Findings:
@@ -102,14 +106,19 @@ class Findings:
         gb_type = gb_type or info["headline"]
         where = f"{user.file}:{user.line}" if user else "?"
         key = f"graph_break|{where}|{gb_type}"
+        owner = expected_break([f for f, _ in info["frames"]])   # DDP's or FSDP2's own code
         self._add(
             key,
-            kind="graph_break", severity="warning",
-            message=f"graph break: {info['headline']}",
-            reason=info["reason"], hint="\n".join(info["hints"]) or None,
+            kind="graph_break", severity="info" if owner else "warning",
+            message=(f"graph break in {_OWNERS[owner]} (expected): {info['headline']}"
+                     if owner else f"graph break: {info['headline']}"),
+            reason=info["reason"],
+            hint=(DDP_HINT if owner == "ddp" else FSDP_HINT) if owner
+            else "\n".join(info["hints"]) or None,
             user_frame=user_id, stack=stack, compile_id=cid,
             detail=GraphBreakDetail.of(gb_id=info["gb_id"], gb_type=gb_type,
-                                       explanation=info["explanation"], frame_skipped=False))
+                                       explanation=info["explanation"], frame_skipped=False,
+                                       expected_in=owner))
         if exc is not None:
             self._breaks.append((weakref.ref(exc), key))
         self.ctx.count("graph_break_events")
@@ -470,6 +479,28 @@ class Findings:
                  "smaller batch; or give the check more room with --compare-memory MIB.",
             user_frame=user_id, graph_id=graph_id,
             detail=CheckSkippedDetail.of(need_bytes=need, budget_bytes=limit, budget=what))
+
+    def collectives_not_checked(self, graph_id: int, collectives: list[tuple[str, str]]) -> None:
+        """Graph ``graph_id`` runs collectives, (node, op) each: checking it
+        would issue them a second time on this rank alone, and every other
+        rank would wait for them (until its timeout). Such a graph is
+        recorded, never re-run. Placed at the first collective's line."""
+        g = self.ctx.graphs[graph_id]
+        user_id = next((g.node_frames[n] for n, _ in collectives if n in g.node_frames), None)
+        if user_id is None and g.code_file:
+            user_id = self.writer.frame_id(g.code_file, g.code_line, g.code_name or "?")
+        ops = [op for _, op in collectives]
+        names = sorted(set(ops))
+        self._add(
+            f"check_skipped|{graph_id}", kind="check_skipped", severity="info",
+            message=f"graph {graph_id}{f' ({g.code_name})' if g.code_name else ''} was not "
+                    f"checked against eager: it "
+                    f"runs {len(ops)} collective(s) ({', '.join(names[:4])}), which a check "
+                    f"would issue again on this rank alone",
+            hint="Check the model without its process group: graphdbg.compare(model, *inputs) "
+                 "in one process, or the layers between the collectives.",
+            user_frame=user_id, graph_id=graph_id,
+            detail=CheckSkippedDetail.of(collectives=list(ops)))
 
     def nonfinite(self, graph_id: int, node, where: str, call_idx: int, *, value: str = "NaN/Inf",
                   reaches: str | None = None, from_inf=None, direction: str = "forward",

@@ -34,19 +34,22 @@ from typing import Any, Callable
 import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
-from graphdbg.runfile.records import CallRow, NodeRow
+from graphdbg.runfile.records import CallRow, EventRow, NodeRow
 from graphdbg.runfile.writer import dumps
 from graphdbg.core.sourcemap import in_library, is_internal
 
-from . import creation, tensorstats
+from . import creation, ddp, tensorstats
 from ..check import lint
 from ..context import CaptureContext
 from ..check.divergence import DivergenceChecker
 from ..findings.writer import Findings
 from ..findings.frames import generated_method, node_source, node_target
+from .ranks import graph_collectives
 from .tensors import TensorKeeper
 
 _perf_ns = time.perf_counter_ns
+_fake_mode_set = torch._C._get_dispatch_mode
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
 
 
 def _describe_value(value: Any) -> tuple[list, list]:
@@ -232,7 +235,23 @@ class BackendRecorder:
         except Exception as exc:
             ctx.internal_error("graph recorder", exc)
         checker = None
-        if ctx.options.compare:
+        unsure = False
+        try:
+            collectives = graph_collectives(gm)
+        except Exception as exc:   # not known: not re-run either (it may issue collectives)
+            ctx.internal_error("graph recorder", exc)
+            collectives, unsure = [], True
+        if collectives:   # in order: the ranks' views compare them
+            ctx.writer.add(EventRow(
+                seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_collectives",
+                compile_id=graph.compile_id,
+                metadata=dumps({"graphdbg_collectives": {
+                    "graph_id": graph_id, "ops": [op for _, op in collectives],
+                    "nodes": [name for name, _ in collectives]}}),
+                payload=None))
+            if ctx.options.compare:   # never re-run: the other ranks would wait for it
+                self.findings.collectives_not_checked(graph_id, collectives)
+        if ctx.options.compare and not collectives and not unsure:
             try:
                 # the reference must be the graph as Dynamo made it: backends may
                 # rewrite the graph they are given
@@ -273,7 +292,7 @@ class BackendRecorder:
         if _fingerprint(gm) != fingerprint and any(creation.created_at(n) for n in gm.graph.nodes):
             # the user's own pass rewrote the graph and the backend took it
             self._lint(graph_id, gm, example_inputs, "after backend passes")
-        return self._wrap_compiled(compiled, graph_id, checker)
+        return self._wrap_compiled(compiled, graph_id, checker, bool(collectives))
 
     def _lint(self, graph_id: int, gm, example_inputs, stage: str):
         """Malformed-graph check (fake tensors only), recorded as findings."""
@@ -319,6 +338,12 @@ class BackendRecorder:
             code = gm.graph.python_code(root_module="self").src
         except Exception:
             code = None
+        bucket = ddp.current_bucket()
+        if bucket is not None:   # one of DDPOptimizer's pieces of one compiled function
+            w.add(EventRow(seq=self.ctx.next_seq(), t=self.ctx.now(), name="graphdbg_ddp_bucket",
+                           compile_id=graph.compile_id,
+                           metadata=dumps({"graphdbg_ddp_bucket": {"graph_id": graph_id, **bucket}}),
+                           payload=None))
         w.put_graph(graph_id, compile_id=graph.compile_id, backend=graph.backend,
                     n_nodes=len(gm.graph.nodes), n_ops=n_ops, n_inputs=len(example_inputs),
                     status="compiling", graph_code=code, created_seq=self.ctx.next_seq())
@@ -329,7 +354,8 @@ class BackendRecorder:
                         user_frame=w.frame_id(*site))
 
     # -- run time ---------------------------------------------------------------
-    def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None) -> Callable:
+    def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None,
+                       collective: bool = False) -> Callable:
         fn = _real_forward(fn)
         counter = itertools.count()
         # Weakly: Dynamo may keep the wrapper (its __compiled_fn globals stay in
@@ -343,9 +369,12 @@ class BackendRecorder:
         # callable has (plain or boxed), its caller keeps using it.
         def compiled_graph(*args, **kwargs):
             r = recorder()
-            if r is None:
+            if r is None or _fake_mode_set(_FAKE) is not None:
+                # not a call of the program's: DDPOptimizer runs each bucket's
+                # compiled graph on fake tensors while it compiles the next
                 return fn(*args, **kwargs)
-            return r._run(fn, graph_id, counter, args, kwargs, r.checkers.get(graph_id))
+            return r._run(fn, graph_id, counter, args, kwargs, r.checkers.get(graph_id),
+                          collective)
 
         if hasattr(fn, "_boxed_call"):
             compiled_graph._boxed_call = fn._boxed_call
@@ -354,10 +383,13 @@ class BackendRecorder:
         return compiled_graph
 
     def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict,
-             checker=None):
+             checker=None, collective: bool = False):
         ctx = self.ctx
         with ctx.compiled_code():
             call_idx = next(counter)
+            if collective and ctx.on_collective is not None:
+                ctx.on_collective()   # a rank may wait in this call: what is held is written
+            ctx.in_call = (graph_id, call_idx)
             snapshot = None
             if checker is not None and checker.pending_grads is not None and ctx.active:
                 with ctx.own_work():
@@ -374,6 +406,8 @@ class BackendRecorder:
             try:
                 out = fn(*args, **kwargs)
             except Exception as exc:
+                ctx.in_call = None
+                ctx.last_call = (graph_id, call_idx)
                 if checker is not None:
                     with ctx.own_work():
                         try:
@@ -382,6 +416,8 @@ class BackendRecorder:
                             ctx.internal_error("runtime-error mapper", inner)
                 raise
             dt = _perf_ns() - t0
+            ctx.in_call = None
+            ctx.last_call = (graph_id, call_idx)
             try:  # still inside: the summaries' own ops are not eager work
                 self._record_call(graph_id, call_idx, dt, out)
             except Exception as exc:

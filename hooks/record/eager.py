@@ -50,6 +50,7 @@ _PLAIN_OP_CALL = _OpOverload.__call__.__code__.co_names == ("_op",)
 
 # Ops that only shuffle metadata; recorded, but no value summary (it would
 # repeat the summary of their input).
+_COLLECTIVE = ("c10d.", "_c10d_functional.")  # ops a rank may wait in
 _NO_STATS = {"aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
              "aten.new_empty.default", "aten.new_empty_strided.default",  # uninitialised memory
              "aten.detach.default", "aten.view.default", "aten._unsafe_view.default",
@@ -86,7 +87,7 @@ class EagerRecorder(TorchDispatchMode):
         self.walker = StackWalker()
         self._fwd_stack: dict[int, tuple[int | None, int | None, str | None, str | None]] = {}
         self._stacks: dict[tuple, tuple[int | None, int | None]] = {}
-        self._ops: dict[int, tuple[Any, str, bool, Any, bool]] = {}
+        self._ops: dict[int, tuple[Any, str, bool, Any, bool, bool]] = {}
         self._summary, self._summary_dirty = self.writer.op_summary_table()
         self._rows: list[tuple] = []   # op rows not yet handed to the writer
         self._next_seq = ctx.next_seq
@@ -125,13 +126,13 @@ class EagerRecorder(TorchDispatchMode):
             self.ctx.internal_error("eager recorder", exc)
         return out
 
-    def _op_info(self, func) -> tuple[Any, str, bool, Any, bool]:
-        """(op, name, summarise values?, what to call, higher-order?). Holds
-        the op, so its id stays unique while cached."""
+    def _op_info(self, func) -> tuple[Any, str, bool, Any, bool, bool]:
+        """(op, name, summarise values?, what to call, higher-order?,
+        collective?). Holds the op, so its id stays unique while cached."""
         name = str(func)
         call = func._op if type(func) is _OpOverload and _PLAIN_OP_CALL else func
         hop = type(func) is not _OpOverload and isinstance(func, _HigherOrderOperator)
-        info = (func, name, name not in _NO_STATS, call, hop)
+        info = (func, name, name not in _NO_STATS, call, hop, name.startswith(_COLLECTIVE))
         self._ops[id(func)] = info
         return info
 
@@ -178,6 +179,7 @@ class EagerRecorder(TorchDispatchMode):
             if dt > agg[2]:
                 agg[2] = dt
         self._summary_dirty.add(key)
+        self.ctx.last_op = (name, phase, user)
         if self.rows >= self.max_rows:
             self.ctx.drop_op()
             return
@@ -208,6 +210,8 @@ class EagerRecorder(TorchDispatchMode):
             w.maybe_flush()  # the timed commit (it takes the held rows along)
         if self.tier == "full":
             self.keeper.keep(f"op:{seq_no}", tensors, f"{name} {mpath or ''}")
+        if info[5] and self.ctx.on_collective is not None:
+            self.ctx.on_collective()   # a rank may wait in it: what is held goes to the writer
 
     def _emit(self, p: tuple, stats: list) -> None:
         self._rows.append((p[0], p[1], p[2], p[3], p[4], _stats_json(stats), p[5], p[6], p[7],

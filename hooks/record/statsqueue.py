@@ -54,9 +54,6 @@ _NO_VALUES = {"nan": 0, "inf": 0}
 _F64_SAFE = tensorstats._F64_SAFE
 _moments = tensorstats._moments
 _summarize_numpy = tensorstats._summarize_numpy
-# dtypes numpy reads directly (bf16 and friends go through torch)
-_NUMPY_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32,
-                 torch.int16, torch.int8, torch.uint8, torch.bool}
 
 
 def _finish(n: int, mn: float, mx: float, m1: float, sum_d: float, ss_d: float) -> dict | None:
@@ -83,14 +80,14 @@ class _HostBatch:
         self.values = 0
 
     def add(self, t: torch.Tensor, n: int, slot: int) -> None:
-        if t.dtype in _NUMPY_DTYPES:
-            try:
-                a = t.numpy()
-            except (RuntimeError, TypeError):  # conj/neg views and the like
-                a = t.resolve_conj().resolve_neg().numpy()
-        else:
-            a = t.to(_float64).numpy()
-        self.arrays.append(a.astype(_F64).reshape(-1))  # a copy: the snapshot
+        # a float64 copy (the snapshot), made by torch: numpy() on the program's
+        # own tensor would make its storage non-resizable for good (FSDP2
+        # resizes its parameters' storage between all-gathers)
+        try:
+            a = t.to(_float64, copy=True).numpy()
+        except (RuntimeError, TypeError):  # conj/neg views and the like
+            a = t.resolve_conj().resolve_neg().to(_float64, copy=True).numpy()
+        self.arrays.append(a.reshape(-1))
         self.slots.append(slot)
         self.values += n
 

@@ -148,7 +148,9 @@ def summarize(t: torch.Tensor, tier: str) -> dict | None:
             return _summarize_list(vals, tier, dt.is_floating_point)
         if n <= limits.get(dt, -1):
             try:
-                a = (t.detach() if t.requires_grad else t).numpy()
+                # a copy: numpy() on the program's tensor would make its storage
+                # non-resizable for good (FSDP2 resizes parameters' storage)
+                a = t.detach().clone().numpy()
             except (RuntimeError, TypeError):  # conj/neg views and the like
                 pass
             else:

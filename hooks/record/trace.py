@@ -122,6 +122,7 @@ class TraceHandler(logging.Handler):
         self._strings: dict[int, str] = {}
         self._open: dict[tuple, float] = {}     # (compile id, thread) -> start of a C++ compile
         self._cpp_s: dict[str, float] = {}      # compile id -> seconds in C++ compiles
+        self._started_at: dict[str, list] = {}  # compile id -> the user's [file, line, function]
 
     def emit(self, record: logging.LogRecord) -> None:
         ctx = self.ctx
@@ -160,7 +161,9 @@ class TraceHandler(logging.Handler):
                                     metadata=dumps(md), payload=text))
         if key == "dynamo_start":
             self.findings.compile_started(cid)  # a recompile torch announced goes ahead
-            self._progress_start(md["dynamo_start"].get("stack") or [], cid)
+            stack = md["dynamo_start"].get("stack") or []
+            self._progress_start(stack, cid)
+            self._user_start(stack, cid)
         if key == "artifact:dynamo_graph_break_reason" and payload:
             self._graph_break(payload, cid)
         elif key == "artifact:recompile_reasons" and payload:
@@ -210,6 +213,17 @@ class TraceHandler(logging.Handler):
         file = self._strings.get(top.get("filename"), "?")
         progress.begin(f"graphdbg: torch.compile is tracing {func} "
                        f"({os.path.basename(file)}:{top.get('line')}) [{cid}]")
+
+    def _user_start(self, stack: list, cid: str | None) -> None:
+        """The user's innermost line in the stack a compile started from: where
+        a compile of torch's own code (DDP's forward, a context manager's
+        ``__init__``) is placed."""
+        for top in reversed(stack):
+            file = self._strings.get(top.get("filename"))
+            if file and not is_internal(file):
+                func, _ = original_function(top.get("name", "?"))
+                self._started_at[cid] = [os.path.abspath(file), top.get("line"), func]
+                return
 
     # -- graph breaks -------------------------------------------------------------
     def _graph_break(self, payload: str, cid: str | None) -> None:
@@ -285,6 +299,9 @@ class TraceHandler(logging.Handler):
             ours = [g.backend_time_s for g in ctx.graphs_for_compile(cid)
                     if g.backend_time_s is not None]
             phases = compile_phases(m, self._cpp_s.pop(cid, 0.0), sum(ours) if ours else None)
+            started = self._started_at.pop(cid, None)
+            if started is not None:
+                phases["user"] = started
             w.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_compile_time",
                            compile_id=cid, metadata=dumps({"graphdbg_compile_time": phases}),
                            payload=None))
