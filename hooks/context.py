@@ -99,7 +99,7 @@ class CaptureContext:
         self.stats_queue = None  # the StatsQueue of value statistics (--values health and up)
         # where the program is (a rank's position, record/ranks.py): plain stores
         self.in_call: tuple | None = None    # (graph id, call index) of a running compiled call
-        self.last_call: tuple | None = None  # the last one that returned
+        self.last_call: tuple | None = None  # the last one that ended: (graph id, call index, raised?)
         self.last_op: tuple | None = None    # (op, phase, user frame id) of the last eager op
         self.on_collective = None  # a rank's: called before it may wait in a collective
         self.localize_budget_s: float | None = None  # a rank's: the others wait meanwhile

@@ -258,3 +258,17 @@ def test_a_ranks_localisation_is_bounded_and_its_file_says_which_rank(tmp_path, 
     (d,) = [d for d in doc["diagnostics"] if d["kind"] == "divergence"]
     assert any("stopped after 0 s" in u for u in d["detail"]["undecided"]), d["detail"]
     assert Path(d["file"]).name == "test_distributed.py"   # still at the user's line
+
+
+def test_a_ranks_compiled_call_that_raised_is_where_it_stopped(tmp_path, monkeypatch, clean_torch):
+    import graphdbg
+    for k, v in TORCHRUN_ENV.items():
+        monkeypatch.setenv(k, v)
+    step = torch.compile(lambda x: torch.linalg.cholesky(x) * 2, backend="eager")
+    with pytest.raises(RuntimeError), graphdbg.capture(str(tmp_path / "r.run")):
+        step(torch.eye(3))
+        step(-torch.eye(3))     # not positive-definite: raises inside the compiled call
+    doc = report_doc(tmp_path / "r.run")
+    call = doc["run"]["position"]["call"]
+    assert (call["call_idx"], call["running"], call["raised"]) == (1, False, True)
+    assert "which raised" in report_text(tmp_path / "r.run")

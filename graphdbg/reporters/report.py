@@ -226,9 +226,10 @@ def position_lines(position: dict | None) -> list[str]:
     if call:
         where = f" ({call['function'] or '?'} at {short(call['file'])}:{call['line']})" \
             if call.get("file") else ""
-        state = "inside" if call.get("running") else "returned from"
-        out.append(f"last seen: {state} compiled call {call['call_idx']} of graph "
-                   f"{call['graph_id']}{where}")
+        what = f"compiled call {call['call_idx']} of graph {call['graph_id']}{where}"
+        out.append(f"last seen: inside {what}" if call.get("running") else
+                   f"last seen: {what}, which raised" if call.get("raised") else
+                   f"last seen: returned from {what}")
     op = position.get("op")
     if op:
         where = f" at {short(op['file'])}:{op['line']}" if op.get("file") else ""

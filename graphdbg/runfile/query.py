@@ -106,7 +106,7 @@ class RunInfo:
     # local_world_size, group_rank, restart, job, backend}; None: one process
     rank: dict | None = None
     # where a rank was last seen (hooks/record/ranks.py): {since, call:
-    # {graph_id, call_idx, running}, op: {op, phase, user_frame}}
+    # {graph_id, call_idx, running, raised}, op: {op, phase, user_frame}}
     position: dict | None = None
 
     @property
@@ -682,7 +682,7 @@ class Run:
 
     def position(self) -> dict | None:
         """Where the rank was last seen (a launcher's rank; None otherwise):
-        ``{since, call: {graph_id, call_idx, running, function, file, line},
+        ``{since, call: {graph_id, call_idx, running, raised, function, file, line},
         op: {op, phase, file, line, function, code}}`` (each part only when
         the rank got that far)."""
         p = self.info.position

@@ -407,7 +407,7 @@ class BackendRecorder:
                 out = fn(*args, **kwargs)
             except Exception as exc:
                 ctx.in_call = None
-                ctx.last_call = (graph_id, call_idx)
+                ctx.last_call = (graph_id, call_idx, True)   # it raised
                 if checker is not None:
                     with ctx.own_work():
                         try:
@@ -417,7 +417,7 @@ class BackendRecorder:
                 raise
             dt = _perf_ns() - t0
             ctx.in_call = None
-            ctx.last_call = (graph_id, call_idx)
+            ctx.last_call = (graph_id, call_idx, False)
             try:  # still inside: the summaries' own ops are not eager work
                 self._record_call(graph_id, call_idx, dt, out)
             except Exception as exc:

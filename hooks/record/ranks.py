@@ -140,7 +140,8 @@ class RankWatch:
             call, op = key
             position: dict = {"since": self._since}
             if call is not None:
-                position["call"] = {"graph_id": call[0], "call_idx": call[1], "running": call[2]}
+                position["call"] = {"graph_id": call[0], "call_idx": call[1], "running": call[2],
+                                    "raised": call[3]}
             if op is not None:
                 position["op"] = {"op": op[0], "phase": op[1], "user_frame": op[2]}
             writer.set_meta(position=position)
@@ -149,11 +150,14 @@ class RankWatch:
 
     def position(self) -> tuple:
         """Where the rank is: the last compiled call, (graph id, call index,
-        still running?), and the last eager op recorded, (op, phase, user
-        frame id); None for what it has not done."""
+        still running?, raised?), and the last eager op recorded, (op, phase,
+        user frame id); None for what it has not done."""
         ctx = self.ctx
-        running = ctx.in_call
-        call = running or ctx.last_call
-        if call is not None:
-            call = (call[0], call[1], running is not None)
+        running, last = ctx.in_call, ctx.last_call
+        if running is not None:
+            call = (running[0], running[1], True, False)
+        elif last is not None:
+            call = (last[0], last[1], False, last[2])
+        else:
+            call = None
         return call, ctx.last_op
