@@ -12,6 +12,7 @@ under `graphdbg run` (tests/support/jobs.py, shared with test_rank_views.py).
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from pathlib import Path
@@ -195,6 +196,9 @@ def test_rank_and_job_from_the_launchers_environment():
                             "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"})
     assert (slurm.rank, slurm.world_size, slurm.local_rank, slurm.job) == (3, 8, 1, "4242.0")
     assert ranks.from_env({}) is None
+    assert ranks.from_env({"RANK": "0", "WORLD_SIZE": "1"}) is None   # one process: no job
+    bare = ranks.from_env({"RANK": "1", "WORLD_SIZE": "2"})          # a launcher without an id
+    assert bare.job == f"pid{os.getppid()}" and bare.local_rank is None
     assert ranks.from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}) is None
 
 

@@ -6,9 +6,10 @@ Each rank writes its own file, ``rank<R>.run``, in one folder per job; no
 rank talks to another (graphdbg issues no collectives), so the folder name
 must come from what every rank of the job already shares: the elastic run id
 (``torchrun --rdzv-id``, a fresh one under ``--standalone``), else SLURM's job
-id, else, where all ranks run on this machine, the launcher's pid (torchrun's
-agent is every local rank's parent). On several machines without a run id
-the folders differ per machine: ``-o DIR`` names one.
+id, else the launcher's pid (torchrun's agent or mpirun is every local rank's
+parent). On several machines without a run id the folders differ per
+machine: ``-o DIR`` names one. A world of one process is no job: its run
+file is named as any other.
 
 No torch import here.
 """
@@ -31,7 +32,7 @@ class RankInfo:
     local_world_size: int | None
     group_rank: int | None      # the machine's (node's) index
     restart: int                # torchrun's restart count (elastic restarts)
-    job: str | None             # the id every rank of the job shares
+    job: str                    # the id every rank of the job shares
 
     def meta(self) -> dict:
         """What the run file's meta records of the rank."""
@@ -61,8 +62,8 @@ def from_env(env=None) -> RankInfo | None:
     if rank is None or world is None:
         rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
         local = _int(env, "SLURM_LOCALID") if local is None else local
-        if rank is None or world is None or world < 2:
-            return None
+    if rank is None or world is None or world < 2:
+        return None   # one process (RANK=0 WORLD_SIZE=1 too): a run file of its own
     run_id = env.get("TORCHELASTIC_RUN_ID")
     if run_id in (None, "", "none"):   # torchrun's default --rdzv-id
         run_id = None
@@ -71,17 +72,17 @@ def from_env(env=None) -> RankInfo | None:
     job = run_id or env.get("SLURM_JOB_ID")
     if job and env.get("SLURM_STEP_ID") and not run_id:
         job = f"{job}.{env['SLURM_STEP_ID']}"
-    if job is None and (local_world == world or world == 1) and env.get("TORCHELASTIC_RUN_ID"):
-        job = f"pid{os.getppid()}"   # torchrun's agent, on one machine: every rank's parent
+    if job is None:   # the launcher (torchrun's agent, mpirun): every local rank's parent
+        job = f"pid{os.getppid()}"
     return RankInfo(rank=rank, world_size=world, local_rank=local, local_world_size=local_world,
                     group_rank=_int(env, "GROUP_RANK"),
                     restart=_int(env, "TORCHELASTIC_RESTART_COUNT") or 0,
-                    job=re.sub(r"[^\w.-]", "_", job) if job else None)
+                    job=re.sub(r"[^\w.-]", "_", job))
 
 
 def job_folder(stem: str, info: RankInfo) -> str:
     """The default folder of a job's run files (relative to the working directory)."""
-    return f"graphdbg-{stem}-{info.job}" if info.job else f"graphdbg-{stem}-job"
+    return f"graphdbg-{stem}-{info.job}"
 
 
 def rank_path(output: str | None, stem: str, info: RankInfo) -> str:
