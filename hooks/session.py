@@ -126,13 +126,13 @@ class Session:
 
     def _start(self, writer: RunWriter) -> None:
         options = self.options
+        # a writer that fails (a full disk) stops the capture, never the program
+        writer.on_failure = _stderr
         writer.set_meta(
             **{k: v for k, v in self._what.items() if v is not None}, graphdbg=__version__,
             torch=torch.__version__, python=sys.version.split()[0], values=options.values,
             device=_device_description(), pid=os.getpid(), host=socket.gethostname(),
             **({"stance": options.stance} if options.stance else {}))
-        # a writer that fails (a full disk) stops the capture, never the program
-        writer.on_failure = lambda text: _stderr(text)
         self._ctx = ctx = CaptureContext(writer, options)
         if options.values != "none":
             ctx.stats_queue = StatsQueue(options.values)

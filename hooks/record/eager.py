@@ -48,9 +48,9 @@ _OpOverload = torch._ops.OpOverload
 # (one Python frame less per op, and out of the timed region) while it still is
 _PLAIN_OP_CALL = _OpOverload.__call__.__code__.co_names == ("_op",)
 
+_COLLECTIVE = ("c10d.", "_c10d_functional.")  # ops a rank may wait in
 # Ops that only shuffle metadata; recorded, but no value summary (it would
 # repeat the summary of their input).
-_COLLECTIVE = ("c10d.", "_c10d_functional.")  # ops a rank may wait in
 _NO_STATS = {"aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
              "aten.new_empty.default", "aten.new_empty_strided.default",  # uninitialised memory
              "aten.detach.default", "aten.view.default", "aten._unsafe_view.default",
