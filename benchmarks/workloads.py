@@ -16,6 +16,11 @@ stdout line, so process start and compiles can be left out:
                                                  1000), torch.compile (inductor), AdamW, grad
                                                  clipping: every step after --warmup timed
     gpt2-forward                                 eager and aot_eager forwards (run-file size)
+    onnx-export [--model gpt2|mlp --layers 4 --width 128 --batch 2 --seq 64]
+                                                 one torch.onnx.export(dynamo=True) of a tiny
+                                                 transformers GPT-2 (use_cache=False, eval) or a
+                                                 wide MLP: the export call's time and the peak
+                                                 RSS it adds, the process's first export
 """
 
 from __future__ import annotations
@@ -144,6 +149,94 @@ def gpt2_fwd_script(args) -> None:
     _emit(seconds=time.perf_counter() - t0)
 
 
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's RSS high-water mark (VmHWM) to the current RSS
+    (Linux >= 4.0: ``5`` to /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# What the first torch.onnx.export of a process imports (most of it: about 1 s
+# here), and what a graphdbg session imports when it starts (torch._dynamo, ...):
+# imported before the timed call in every variant, so that neither side's
+# imports land in the other's figure.
+_EXPORTER_MODULES = (
+    "onnx", "onnxscript", "networkx", "torch._dynamo", "torch.distributed", "torch.export",
+    "torch.export._trace", "torch.export.pt2_archive", "torch._export", "torch._export.passes",
+    "torch._functorch.aot_autograd", "torch._functorch.partitioners",
+    "torch._inductor.decomposition", "torch.onnx._internal.exporter._core",
+    "torch.onnx._internal.exporter._registration", "onnxscript.function_libs.torch_lib.ops",
+    "onnxscript.rewriter", "onnxscript.optimizer")
+
+
+def onnx_export(args) -> None:
+    """One `torch.onnx.export(..., dynamo=True)`, the process's first: its
+    wall time (and CPU time, all threads), and the peak RSS it adds over the RSS just before it (the
+    kernel's high-water mark, reset before the call, so ONNX Runtime's and
+    torch's native allocations count as much as Python's; where it cannot be
+    reset, the growth of the process's peak). The modules the exporter
+    imports on its first call are imported first, in every variant
+    (_EXPORTER_MODULES): the figure is the export and its first-call caches
+    (the op registry), not imports. Under `graphdbg run` the call includes
+    what graphdbg adds to it: the record and, unless --no-compare, the check
+    against eager."""
+    import gc
+    import importlib
+    import resource
+
+    import torch.onnx
+    for name in _EXPORTER_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if args.model == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=4, vocab_size=1000,
+                         n_positions=max(128, args.seq), bos_token_id=999, eos_token_id=999,
+                         use_cache=False)
+        model = GPT2LMHeadModel(cfg).eval()
+        inputs = (torch.randint(0, cfg.vocab_size, (args.batch, args.seq)),)
+        kwargs = {"use_cache": False}
+    else:
+        layers = []
+        for _ in range(args.layers):
+            layers += [torch.nn.Linear(args.width, 4 * args.width), torch.nn.GELU(),
+                       torch.nn.Linear(4 * args.width, args.width), torch.nn.LayerNorm(args.width)]
+        model = torch.nn.Sequential(*layers).eval()
+        inputs = (torch.randn(args.batch, args.width),)
+        kwargs = {}
+    params = sum(p.numel() for p in model.parameters())
+    gc.collect()
+    earlier = _status_kib("VmHWM") or 0   # imports, the model: the process's peak so far
+    hwm = _reset_peak_rss()
+    before = _status_kib("VmRSS") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0, c0 = time.perf_counter(), time.process_time()
+    program = torch.onnx.export(model, inputs, kwargs=kwargs, dynamo=True, verbose=False)
+    export_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    peak = _status_kib("VmHWM") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _emit(export_s=export_s, cpu_s=cpu_s, rss_before_kib=before, peak_kib=peak,
+          added_kib=peak - before, process_peak_kib=max(earlier, peak),
+          peak_from="VmHWM" if hwm else "ru_maxrss (whole process)", params=params,
+          fx_nodes=len(program.exported_program.graph.nodes),
+          onnx_nodes=sum(1 for _ in program.model.graph))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -169,6 +262,15 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     p.set_defaults(run=train_llama)
+    p = sub.add_parser("onnx-export")
+    p.add_argument("--model", choices=("gpt2", "mlp"), default="gpt2",
+                   help="gpt2: transformers GPT-2 (4 heads, vocab 1000); mlp: --layers x "
+                        "(Linear(W, 4W), GELU, Linear(4W, W), LayerNorm(W))")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=128)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=64, help="gpt2 only")
+    p.set_defaults(run=onnx_export)
     p = sub.add_parser("gpt2-forward")
     p.set_defaults(run=gpt2_fwd_script)
     args = ap.parse_args()

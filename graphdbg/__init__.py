@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .core.version import __version__
 
-__all__ = ["__version__", "capture", "check_graph", "compare", "open_run"]
+__all__ = ["OnnxUnavailable", "__version__", "capture", "check_export", "check_graph", "compare",
+           "open_run"]
 
 
 def compare(fn, *inputs, **kwargs):
@@ -21,6 +22,22 @@ def check_graph(gm, *example_inputs):
     """Malformed FX graph -> node -> line: see `graphdbg.api.check_graph`."""
     from .api import check_graph as _check_graph
     return _check_graph(gm, *example_inputs)
+
+
+def check_export(model, args=(), kwargs=None, **options):
+    """Export a model (torch.export, or ONNX with ``onnx=True``) and check it
+    against eager: see `graphdbg.api.check_export`."""
+    from .api import check_export as _check_export
+    return _check_export(model, args, kwargs, **options)
+
+
+def __getattr__(name: str):
+    # graphdbg.OnnxUnavailable without importing graphdbg.testing (and its
+    # run-file reader) at `import graphdbg`
+    if name == "OnnxUnavailable":
+        from .testing import OnnxUnavailable
+        return OnnxUnavailable
+    raise AttributeError(f"module 'graphdbg' has no attribute {name!r}")
 
 
 def open_run(path: str):

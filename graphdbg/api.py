@@ -1,8 +1,11 @@
-"""Python API: `graphdbg.compare(model, *inputs, backend=...)`.
+"""Python API: `graphdbg.compare(model, *inputs, backend=...)`,
+`graphdbg.check_graph(gm, *inputs)`, `graphdbg.check_export(model, args)`.
 
-Compiles ``fn`` with a fresh instance of ``backend`` (so an earlier compile in
-this process is not reused), calls it once under a capture session that checks
-every graph against eager, and returns the findings.
+`compare` compiles ``fn`` with a fresh instance of ``backend`` (so an earlier
+compile in this process is not reused), calls it once under a capture session
+that checks every graph against eager, and returns the findings.
+`check_export` exports a model (torch.export or ONNX) under a capture session
+that checks the export against eager, and returns the findings.
 """
 
 from __future__ import annotations
@@ -162,3 +165,172 @@ def check_graph(gm: Any, *example_inputs: Any) -> GraphCheckReport:
     if session is not None:
         session.record_graph_check(result)
     return GraphCheckReport(result)
+
+
+class ExportReport:
+    """What `graphdbg.check_export` found: the export (``program``: the
+    ExportedProgram or ONNXProgram; None when it raised, then ``error`` is
+    its exception), its findings read back from the run file (typed
+    records, as `CompareReport`'s), and what keeps it from matching eager
+    (``problems``, `graphdbg.testing.Violation`s; none: ``ok``)."""
+
+    def __init__(self, run_file: str, *, call: str, site: str | None, program: Any,
+                 error: BaseException | None, allow: tuple[str, ...] = ()) -> None:
+        from .testing import Violation, export_violations, exported_by
+        self.run_file: str | None = run_file
+        self.call, self.site = call, site
+        self.program, self.error = program, error
+        with Run(run_file) as run:
+            self.findings = run.findings()
+            self.graphs = [g for g in run.graphs() if g.export is not None]
+            self.problems = export_violations(run, allow=allow)
+        if error is not None and not any(exported_by(f) == "failed"
+                                         for v in self.problems for f in v.findings):
+            # the export raised and no finding of graphdbg's says so: its exception does
+            self.problems.insert(0, Violation(_raised(error)))
+        elif error is None and not self.graphs and not self.problems:
+            self.problems.append(Violation("graphdbg did not see the export (nothing recorded)"))
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def divergences(self) -> list[Finding]:
+        return [d for d in self.findings if d.kind == "divergence"]
+
+    @property
+    def text(self) -> str:
+        """The failure as the pytest plugin writes one ("" when ok)."""
+        from .testing import failure_text
+        if self.ok:
+            return ""
+        what = "failed" if self.error is not None else "does not match eager"
+        head = f"{self.call}" + (f" at {self.site}" if self.site else "") + f": the export {what}"
+        return failure_text(head, self.problems, self.run_file)
+
+    def assert_ok(self) -> None:
+        """AssertionError with the failure text (for each finding: kind,
+        file:line, the code, message, detail, hint) unless the model exported
+        and matches eager; a failed export's own exception is chained to it."""
+        __tracebackhide__ = True
+        if not self.ok:
+            exc = AssertionError(self.text)
+            exc.graphdbg_listed = True   # the plugin adds no second copy of the findings
+            raise exc from self.error
+
+    def __repr__(self) -> str:
+        state = "ok" if self.ok else f"{len(self.problems)} problem(s)"
+        return (f"<ExportReport {self.call}: {state}, {len(self.findings)} finding(s); "
+                f"{self.run_file or 'run file deleted'}>")
+
+    def __str__(self) -> str:
+        return self.text or f"{self.call}: exported, matches eager"
+
+
+def _raised(exc: BaseException) -> str:
+    """A failed export no finding describes: its exception at the innermost
+    user line of its traceback."""
+    import traceback
+
+    from .core.format import short
+    from .core.sourcemap import user_frames
+    frames = user_frames(traceback.extract_tb(exc.__traceback__))
+    where = f" at {short(frames[-1].file)}:{frames[-1].line}" if frames else ""
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")[:300]
+    return f"the export raised {type(exc).__name__}{where}: {first}"
+
+
+def _caller() -> str | None:
+    """The user's line that called graphdbg, as the failure text shows it."""
+    import sys
+
+    from .core.format import short
+    from .core.sourcemap import is_internal
+    f = sys._getframe(1)
+    while f is not None and is_internal(f.f_code.co_filename):
+        f = f.f_back
+    return None if f is None else f"{short(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def check_export(model: Any, args: tuple | Any = (), kwargs: dict | None = None, *,
+                 onnx: bool = False, dynamic_shapes: Any = None, strict: bool = False,
+                 rtol: float | None = None, atol: float | None = None, path: str | None = None,
+                 allow: tuple[str, ...] | list[str] | str = (),
+                 **export_kwargs: Any) -> ExportReport:
+    """Export ``model`` on ``args``/``kwargs`` (``torch.export.export``, or
+    ``torch.onnx.export(dynamo=True)`` with ``onnx=True``) under a capture,
+    and check the export against eager on those inputs: the exported program
+    against the model, and for ONNX, ONNX Runtime against the exported
+    program node by node (the first node that departs names the user's
+    line). A failed export is recorded at the line it failed at, not raised.
+
+        report = graphdbg.check_export(model, (x,), onnx=True)
+        report.assert_ok()      # AssertionError: kind, file:line, code, message, hint
+
+    ``strict`` is torch.export's (with ``onnx=True`` the model is exported
+    by torch.export first, then the ExportedProgram to ONNX);
+    ``dynamic_shapes`` that of both; any other keyword goes to the export
+    function (``custom_translation_table=``, ``opset_version=``,
+    ``preserve_module_call_signature=``...). ``rtol``/``atol``: the check's
+    tolerances (None: per dtype, as `graphdbg run`). ``allow``: finding
+    kinds (``"export_specialized"``) or regular expressions on messages
+    that do not fail it. ``path``: the run file (default: a temporary one,
+    deleted when the export matches, kept for `graphdbg tui` when not).
+    With ``onnx=True`` and onnx, onnxruntime or onnxscript not installed:
+    `graphdbg.OnnxUnavailable` (an ImportError; ``pytest.skip(str(exc))``).
+    """
+    import torch
+    import torch.export
+
+    from graphdbg.hooks import Session
+    from .core.options import CaptureOptions
+    from .testing import ONNX_INSTALL, OnnxUnavailable, onnx_missing
+
+    if onnx:
+        lacking = onnx_missing()
+        if lacking:
+            raise OnnxUnavailable(f"graphdbg.check_export(onnx=True) needs {', '.join(lacking)}: "
+                                  f"{ONNX_INSTALL}", lacking)
+    if not isinstance(args, tuple):
+        args = tuple(args) if isinstance(args, list) else (args,)
+    allow = (allow,) if isinstance(allow, str) else tuple(allow)
+    site = _caller()
+    name = type(model).__name__ if isinstance(model, torch.nn.Module) else \
+        getattr(model, "__qualname__", None) or type(model).__name__
+    call = f"check_export({name}{', onnx=True' if onnx else ''})"
+    temporary = path is None
+    if path is None:
+        fd, path = tempfile.mkstemp(prefix="graphdbg-export-", suffix=".run")
+        os.close(fd)
+    options = CaptureOptions(eager=False, compare=True, compare_first=1, rtol=rtol, atol=atol)
+    program = error = None
+    with Session(path, options, argv=["<graphdbg.check_export>", call]):
+        try:
+            if not onnx:
+                program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                              strict=strict, **export_kwargs)
+            else:
+                import torch.onnx
+                source = model
+                if strict:
+                    source = torch.export.export(model, args, kwargs,
+                                                 dynamic_shapes=dynamic_shapes, strict=True)
+                export_kwargs.setdefault("verbose", False)
+                program = torch.onnx.export(
+                    source, args, kwargs=kwargs, dynamo=True,
+                    dynamic_shapes=None if strict else dynamic_shapes, **export_kwargs)
+        except Exception as exc:  # noqa: BLE001 - recorded at its line, re-raised by assert_ok
+            error = exc
+    report = ExportReport(path, call=call, site=site, program=program, error=error, allow=allow)
+    if temporary and report.ok:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.remove(path + suffix)
+            except FileNotFoundError:
+                pass
+        report.run_file = None   # nothing to look at
+    return report

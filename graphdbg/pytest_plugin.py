@@ -5,7 +5,8 @@
 - `@pytest.mark.graphdbg(max_graph_breaks=0, max_recompiles=0, compare=True,
   rtol=None, atol=None, allow=[...])` on a test, its class or a
   unittest.TestCase: limits on every compile in the test, checked when its
-  call ends;
+  call ends (an export that diverges from eager or fails goes over them too,
+  said as an export's: `compare` and the errors cover exports);
 - `--graphdbg`: record every test; `--graphdbg-dir`, `--graphdbg-keep`,
   `--graphdbg-compare-first`, each with an ini twin; a summary at the end.
 
@@ -207,10 +208,12 @@ def pytest_runtest_setup(item: pytest.Item):
 
 @pytest.fixture
 def graphdbg(request: pytest.FixtureRequest):
-    """Records the test's torch.compile activity; assertions on it:
-    assert_no_graph_breaks(), assert_max_recompiles(n), assert_graphs(n),
+    """Records the test's torch.compile activity and its exports; assertions
+    on it: assert_no_graph_breaks(), assert_max_recompiles(n), assert_graphs(n),
     assert_close(rtol=None, atol=None), assert_no_errors(), assert_no_nan(),
-    and `with graphdbg.expect(graphs=1, graph_breaks=0, recompiles=0): ...`."""
+    assert_exports_match(rtol=None, atol=None, allow=()) (every torch.export /
+    torch.onnx.export exported and matches eager), and
+    `with graphdbg.expect(graphs=1, graph_breaks=0, recompiles=0): ...`."""
     rec = _recorder_for(request.node)
     if not rec.started:      # asked for by request.getfixturevalue: from now on
         _start(request.node, needed=True)

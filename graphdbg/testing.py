@@ -8,6 +8,8 @@ text of a failure.
         graphdbg.assert_close()
         with graphdbg.expect(graphs=0, recompiles=0):
             torch.compile(model)(x)           # a second call compiles nothing
+        torch.onnx.export(model, (x,), dynamo=True)
+        graphdbg.assert_exports_match()       # exported, and ONNX Runtime matches eager
 
 The plugin itself (options, marker, hooks) is `graphdbg.pytest_plugin`.
 Imports neither torch nor textual at load: torch comes with the first
@@ -23,8 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .core.format import code_part, short
-from .runfile.details import DivergenceDetail
-from .runfile.query import Finding, Run
+from .runfile.details import CompileErrorDetail, DivergenceDetail, SpecializedDetail
+from .runfile.query import Finding, Graph, Run
 
 # what the marker and the session summary count; each is the sum of its
 # findings' counts (a finding is one site, hit `count` times)
@@ -159,19 +161,139 @@ def violations(run: Run, limits: Limits) -> list[Violation]:
             out.append(Violation(f"{n} graphs compiled (at most {limits.max_graphs})"))
     if limits.compare:
         bad = divergences(findings, limits.rtol, limits.atol)
-        if bad:
-            out.append(Violation(f"compiled differs from eager at {len(bad)} place(s)", bad))
+        compiled = [f for f in bad if exported_by(f) is None]
+        if compiled:
+            out.append(Violation(f"compiled differs from eager at {len(compiled)} place(s)",
+                                 compiled))
+        exports = [f for f in bad if exported_by(f) is not None]
+        if exports:
+            out.append(Violation(f"an export differs from eager at {len(exports)} place(s)",
+                                 exports))
     errors = [f for f in findings if f.severity == "error"
               and f.kind not in ("divergence", "recompile")]   # those two counted above
+    failed = [f for f in errors if exported_by(f) is not None]
+    if failed:
+        out.append(Violation(f"{len(failed)} export(s) failed", failed))
+    errors = [f for f in errors if exported_by(f) is None]
     if errors:
         out.append(Violation(f"{len(errors)} error(s) in compiles", errors))
     return out
 
 
+# -- exports (torch.export.export, torch.onnx.export) ---------------------------------
+
+ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")
+ONNX_INSTALL = "pip install 'graphdbg[onnx]'"
+
+
+class OnnxUnavailable(ImportError):
+    """An ONNX export cannot be checked against eager here: onnx, onnxruntime
+    or onnxscript is not installed. One line, with what to install; an
+    ImportError, so a test can skip on it:
+
+        try:
+            report = graphdbg.check_export(model, (x,), onnx=True)
+        except graphdbg.OnnxUnavailable as exc:
+            pytest.skip(str(exc))
+    """
+
+    def __init__(self, message: str, missing: Sequence[str] = ()) -> None:
+        super().__init__(message, name=missing[0] if missing else None)
+        self.missing = list(missing)
+
+
+def onnx_missing() -> list[str]:
+    """The packages an ONNX export and its check need that are not installed."""
+    import importlib.util
+    out = []
+    for name in ONNX_PACKAGES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            out.append(name)
+    return out
+
+
+def exported_by(f: Finding) -> str | None:
+    """Which check of an export a finding comes from: "onnx" (ONNX Runtime
+    against the exported program, node by node), "export" (the exported
+    program against the eager model), "failed" (the export raised),
+    "specialized" (a size declared dynamic that the export fixed); None: not
+    an export's finding."""
+    d = f.detail
+    if isinstance(d, DivergenceDetail) and d.exported:
+        return "onnx" if d.onnx_ops is not None or (d.method or "").startswith("onnx") \
+            else "export"
+    if isinstance(d, CompileErrorDetail) and d.export:
+        return "failed"
+    if isinstance(d, SpecializedDetail) or f.kind == "export_specialized":
+        return "specialized"
+    return None
+
+
+def _sites(found: Sequence[Finding], exports: dict[int, Graph]) -> str:
+    """` (torch.onnx.export at test_model.py:12)`: the export calls behind findings."""
+    seen = []
+    for f in found:
+        g = exports.get(f.graph_id) if f.graph_id is not None else None
+        if g is not None and g.file:
+            via = (g.export or {}).get("via") or "export"
+            text = f"{via} at {short(g.file)}:{g.line}"
+            if text not in seen:
+                seen.append(text)
+    return f" ({'; '.join(seen)})" if seen else ""
+
+
+def export_violations(run: Run, *, allow: Iterable[str] = (), rtol: float | None = None,
+                      atol: float | None = None) -> list[Violation]:
+    """What keeps a run's exports from matching eager: exports that raised,
+    ONNX Runtime departing from the exported program (node by node), the
+    exported program departing from its eager model, sizes declared dynamic
+    that an export fixed, and checks graphdbg could not finish. ``rtol``/
+    ``atol`` loosen the divergences as `divergences` does; ``allow`` as the
+    marker's."""
+    findings = [f for f in run.findings() if not allowed(f, allow)]
+    exports = {g.id: g for g in run.graphs() if g.export is not None}
+    out = []
+    failed = [f for f in findings if exported_by(f) == "failed"]
+    if failed:
+        out.append(Violation(f"{len(failed)} export(s) failed", failed))
+    bad = divergences(findings, rtol, atol)
+    for by, what in (("onnx", "ONNX Runtime differs from eager"),
+                     ("export", "the exported program differs from eager")):
+        found = [f for f in bad if exported_by(f) == by]
+        if found:
+            out.append(Violation(f"{what} at {len(found)} place(s){_sites(found, exports)}",
+                                 found))
+    fixed = [f for f in findings if exported_by(f) == "specialized"]
+    if fixed:
+        out.append(Violation(f"{len(fixed)} size(s) declared dynamic fixed by the export"
+                             f"{_sites(fixed, exports)}", fixed))
+    broken = [e for e in run.info.internal_errors
+              if re.match(r"(export|ONNX) check of graph|(onnx )?export recorder|"
+                          r"(export|onnx)-error mapper", str(e))]
+    if broken:
+        out.append(Violation("graphdbg could not check the export against eager: "
+                             + "; ".join(map(str, broken))[:500]))
+    return out
+
+
+def exports_not_checked(run: Run) -> list[str]:
+    """Why exports were not checked against eager (an ONNX program without
+    onnxruntime), one reason per export."""
+    return [str(g.export["not_checked"]) for g in run.graphs()
+            if g.export is not None and g.export.get("not_checked")]
+
+
 # -- the text of a failure ------------------------------------------------------------
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _first_line(text: str | None, limit: int = 240) -> str:
-    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    line = next((ln.strip() for ln in _ANSI.sub("", text or "").splitlines() if ln.strip()), "")
     line = re.split(r"\s{2,}#", line)[0]     # torch's guard text trails the source as a comment
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
@@ -196,13 +318,21 @@ def finding_text(f: Finding) -> list[str]:
         out.append(f"  {f.line:>5} | {f.code}")
         out.append(f"  {'':>5}   {'^' * len(code_part(f.code))}")
     out.append(f"  {f.message}")
-    if isinstance(f.detail, DivergenceDetail):
+    if isinstance(f.detail, (DivergenceDetail, SpecializedDetail)):
         out.append(f"  {f.detail.summary()}")
+    fixes = f.detail.fixes if isinstance(f.detail, CompileErrorDetail) else None
     reason = _first_line(f.reason)
-    if reason and reason not in (f.message or ""):
+    # an op with no ONNX translation: the message says what torch's reason
+    # buries under the exporter's steps
+    if reason and reason not in (f.message or "") and not (
+            isinstance(f.detail, CompileErrorDetail) and f.detail.onnx_op):
         out.append(f"  torch: {reason}")
-    if f.hint:
-        out.append(f"  hint: {_first_line(f.hint, 300)}")
+    hint = f.hint or ""
+    if fixes and fixes[0] in hint:   # the ways out one a line, not cut off
+        out.append(f"  hint: {_first_line(hint[:hint.index(fixes[0])].rstrip(' :;'), 300)}:")
+        out += [f"    - {_first_line(x, 300)}" for x in fixes]
+    elif hint:
+        out.append(f"  hint: {_first_line(hint, 300)}")
     # the test runner's frames (pytest calling the test, and what called pytest)
     # are not the user's: the chain starts at the test function
     stack = list(f.stack[:-1])
@@ -379,6 +509,49 @@ class Recorder:
         found = self._of_kind("nan_inf")
         if found:
             self._fail(f"NaN/Inf at {len(found)} place(s)", found)
+
+    def assert_exports_match(self, rtol: float | None = None, atol: float | None = None, *,
+                             allow: Iterable[str] = ()) -> None:
+        """Every torch.export.export and torch.onnx.export of the test so far
+        exported and matches eager on its example inputs: none raised, the
+        exported program computes what its model computes, ONNX Runtime what
+        the exported program computes (node by node), and no size declared
+        dynamic was fixed. rtol/atol loosen the divergences as in
+        `assert_close`; ``allow`` tolerates finding kinds or messages, as the
+        marker's. Fails too when the test exported nothing (an export
+        function imported by name before the test started is not seen: call
+        it as ``torch.export.export``/``torch.onnx.export``), and raises
+        `OnnxUnavailable` when an ONNX export could not be checked for want
+        of onnxruntime."""
+        __tracebackhide__ = True
+        if not self.compare:
+            raise RuntimeError("assert_exports_match needs the check against eager: this test "
+                               "records with compare=False")
+        allow = (allow,) if isinstance(allow, str) else tuple(allow)
+        with self.run() as run:
+            n = sum(g.export is not None for g in run.graphs())
+            found = export_violations(run, allow=allow, rtol=rtol, atol=atol)
+            failed = sum(exported_by(f) == "failed" for f in run.findings())
+            unchecked = exports_not_checked(run)
+        if n + failed == 0:
+            self._fail_with("no export was recorded in this test: graphdbg sees torch.export.export"
+                            " and torch.onnx.export called through their modules while the test "
+                            "records (a function imported by name before the test started, "
+                            "`from torch.export import export`, is not seen)", [])
+        if unchecked and not found:
+            # "onnx, onnxruntime not installed (pip install ...)"
+            named = re.split(r",\s*", unchecked[0].split(" not installed")[0])
+            raise OnnxUnavailable(f"an ONNX export was not checked against eager: {unchecked[0]}",
+                                  [m for m in ONNX_PACKAGES if m in named])
+        if found:
+            self._fail_with(f"the test's exports do not match eager ({n + failed} export(s))",
+                            found)
+
+    def _fail_with(self, head: str, found: Sequence[Violation]) -> None:
+        __tracebackhide__ = True
+        exc = AssertionError(failure_text(head, found, self.path))
+        exc.graphdbg_listed = True
+        raise exc
 
     def expect(self, *, graphs: int | None = None, graph_breaks: int | None = None,
                recompiles: int | None = None) -> Expect:

@@ -294,6 +294,13 @@ class Runs:
         return self._cached(" ".join(["graphdbg", name, *opts, *args, "" if quiet else "-v"]),
                             argv)
 
+    def program(self, path: Path, *opts: str) -> Result:
+        """`graphdbg run -q -o NAME.run OPTS PATH` of a program the tests wrote
+        (tests/support/...), once per session."""
+        argv = [sys.executable, "-m", "graphdbg", "run", "-q", "-o", f"{path.stem}.run", *opts,
+                str(path)]
+        return self._cached(" ".join(["program", str(path), *opts]), argv)
+
     def golden(self, name: str) -> Result:
         """The run the golden documents were made from (tests/support/golden.py):
         aot_eager, final outputs saved to `observed.safetensors` for the
@@ -366,13 +373,19 @@ def torch_state() -> dict:
     import torch._dynamo
     import torch._inductor.config
     from torch._dynamo.repro.after_dynamo import WrapBackendDebug
+    import torch.onnx
     from torch._logging import _internal as tlog
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
     return {
         "WrapBackendDebug.__call__": WrapBackendDebug.__call__,
         "Graph.create_node": torch.fx.Graph.create_node,
         "torch.export.export": torch.export.export,
+        "ExportedProgram.module": torch.export.ExportedProgram.module,
+        "torch.onnx.export": torch.onnx.export,
+        "ONNXProgram.__call__": torch.onnx.ONNXProgram.__call__,
+        "ShapeEnv._set_replacement": ShapeEnv._set_replacement,
         "_init_logs": tlog._init_logs,
         # torch's LazyTraceHandler removes itself at the first trace record
         "trace_log handlers": [h for h in tlog.trace_log.handlers

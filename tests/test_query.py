@@ -3,15 +3,17 @@ record below is known exactly."""
 
 import json
 import os
+import re
 import sqlite3
 import threading
 
 import pytest
+from conftest import group
 
 from graphdbg.core.errors import GraphdbgError
 from graphdbg.runfile.details import RuntimeErrorDetail
 from graphdbg.runfile.query import Frame, Run, open_run
-from graphdbg.runfile.records import CallRow, NodeRow, NodeTimeRow, OpRow, TensorRow
+from graphdbg.runfile.records import CallRow, EventRow, NodeRow, NodeTimeRow, OpRow, TensorRow
 from graphdbg.runfile.writer import SCHEMA_VERSION, RunWriter
 
 SOURCE = """\
@@ -387,3 +389,102 @@ def test_compiled_lines_keep_their_times_beside_a_long_source_line():
         console.print(part)
     text = console.export_text()
     assert "fwd/call" in text and "218.7 µs" in text and "3.53 ms" in text and "model.py:64" in text
+
+
+# -- exports: torch.export and torch.onnx.export graphs ------------------------------
+
+def _export_event(seq: int, meta: dict) -> EventRow:
+    return EventRow(seq, 0.0, "graphdbg_export", None, json.dumps({"graphdbg_export": meta}), None)
+
+
+def test_an_exports_graph_reads_its_event_and_kind(tmp_path):
+    s = str(tmp_path / "m.py")
+    w = RunWriter(str(tmp_path / "x.run"))
+    for gid, backend, name in ((1, "eager", "f"), (2, "onnx", "Net (torch.onnx.export)"),
+                               (3, "torch.export", "Net (torch.export)")):
+        w.put_graph(gid, backend=backend, code_name=name, code_file=s, code_line=gid,
+                    status="compiled" if gid == 1 else "exported")
+    onnx = {"kind": "onnx", "via": "torch.onnx.export", "strict": False, "dynamic": None,
+            "opset": 18, "onnx_nodes": 2, "onnx_ops": {"relu": ["Relu"], "mm": ["MatMul"]},
+            "specialized": None, "runtime": "onnxruntime 1.20.0"}
+    w.add(_export_event(1, {"graph_id": 2, **onnx}))
+    w.add(_export_event(2, {"graph_id": 3, "kind": "export", "via": "torch.export.export",
+                            "strict": True, "dynamic": {"x.size()[0]": "Dim.AUTO"},
+                            "specialized": None}))
+    w.add(_export_event(3, {"kind": "export"}))           # no graph: left alone
+    w.close(exit_status=0, status="complete")
+    with open_run(str(tmp_path / "x.run")) as run:
+        compiled, onnx_graph, exported = run.graphs()
+        assert (compiled.kind, compiled.export) == ("compile", None)
+        assert onnx_graph.kind == "onnx" and onnx_graph.export == onnx  # graph_id taken out
+        assert exported.kind == "export" and exported.export["strict"] is True
+        assert run.graph(2) == onnx_graph and run.graph(1).export is None
+        from graphdbg.reporters.report import document
+        graphs = document(run)["graphs"]
+        assert [(g["kind"], g["export"] is None) for g in graphs] == [
+            ("compile", True), ("onnx", False), ("export", False)]
+        assert graphs[1]["export"]["onnx_ops"] == {"relu": ["Relu"], "mm": ["MatMul"]}
+        assert list(graphs[0])[-4:] == ["ddp_bucket", "kind", "export", "nodes"]
+
+
+def test_the_report_says_an_onnx_translation_failure_one_way_out_a_line(tmp_path):
+    from conftest import report_text
+    from graphdbg.runfile.details import CompileErrorDetail
+    src = tmp_path / "m.py"
+    src.write_text("import torch\n\ndef forward(x):\n    return twice(x)\n")
+    w = RunWriter(str(tmp_path / "x.run"))
+    fixes = ["custom_translation_table={torch.ops.my.twice.default: fn} in torch.onnx.export",
+             "a decomposition", "another opset_version"]
+    w.diagnostic("onnx", kind="compile_error", severity="error",
+                 message="torch.onnx.export failed: no ONNX translation for my.twice.default",
+                 hint="ONNX has no function for my.twice.default, which this line calls. Ways "
+                      "out: " + "; ".join(fixes) + ".",
+                 user_frame=w.frame_id(str(src), 4, "forward"), node="twice",
+                 detail=CompileErrorDetail.of(export=True, onnx=True, onnx_op="my.twice.default",
+                                              node="twice", fixes=fixes,
+                                              specialized=[{"size": "x.size()[0]", "value": 3,
+                                                            "file": str(src), "line": 4}]))
+    w.close(exit_status=1, status="failed")
+    text = report_text(tmp_path / "x.run")
+    lines = [ln.strip() for ln in text.splitlines()]
+    i = lines.index("hint: ONNX has no function for my.twice.default, which this line calls. "
+                    "Ways out:")
+    assert lines[i + 1:i + 4] == [f"- {f}" for f in fixes]
+    assert "sizes fixed while it ran: x.size()[0] = 3 at m.py:4" in lines
+
+
+ONNX_PROGRAM = os.path.join(os.path.dirname(__file__), "support", "exports", "onnx_translation.py")
+
+
+@pytest.fixture(scope="module")
+def onnx_run_path(runs):
+    """tests/support/exports/onnx_translation.py under `graphdbg run`, once per
+    session (`runs.program`: tests/test_exports.py and the TUI tests read it too)."""
+    from pathlib import Path
+    return runs.program(Path(ONNX_PROGRAM).resolve()).ok().run
+
+
+@group("export-translation")
+def test_the_report_and_its_json_of_an_onnx_export(onnx_run_path):
+    from conftest import report_doc, report_text
+    doc = report_doc(onnx_run_path)
+    (g,) = doc["graphs"]
+    assert (g["kind"], g["backend"], g["status"], g["compile_id"]) == (
+        "onnx", "onnx", "exported", None)
+    e = g["export"]
+    assert (e["kind"], e["via"], e["opset"]) == ("onnx", "torch.onnx.export", 20)
+    assert e["onnx_nodes"] == sum(len(ops) for ops in e["onnx_ops"].values())
+    assert "Tanh" in e["onnx_ops"]["gelu"] and e["runtime"].startswith("onnxruntime ")
+    assert "not_checked" not in e and "graph_id" not in e
+    ort = next(d for d in doc["diagnostics"] if d["detail"].get("onnx_ops"))
+    assert ort["detail"]["exported"] == "onnx" and ort["detail"]["opset"] == 20
+
+    text = report_text(onnx_run_path)
+    # the Graphs table's row: no compile id, the model, the export's time, its ONNX calls
+    assert re.search(r"^\s+1\s+-\s+Block\s+onnx_translation\.py:\d+\s+onnx \(opset 20\)\s+11\s+"
+                     r"[\d.]+ s\s+2\s", text, re.M), text
+    flat = " ".join(text.split())
+    assert (f"ONNX: graph 1 is Block exported by torch.onnx.export at onnx_translation.py:"
+            f"{g['line']} in ") in flat
+    assert (f"opset 20, {e['onnx_nodes']} ONNX nodes from {g['n_ops']} FX ops; checked against "
+            f"eager in {e['runtime']}, node by node on calls 0 (the example inputs) and 1") in flat

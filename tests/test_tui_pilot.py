@@ -6,10 +6,13 @@ Plain `asyncio.run` (no pytest-asyncio): `run_test` works under any loop."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import types
+from pathlib import Path
 
 import pytest
+from conftest import group
 from tui_sample import N_NODES, write_sample_run
 
 from graphdbg.core.errors import GraphdbgError
@@ -382,3 +385,98 @@ def test_a_run_still_being_written_opens_with_what_is_there(tmp_path):
         drive(str(tmp_path / "live.run"), script)
     finally:
         w.close(exit_status=0, status="complete")
+
+
+# -- an ONNX export (a real run of tests/support/exports/onnx_translation.py) ---------
+
+ONNX_PROGRAM = Path(__file__).resolve().parent / "support" / "exports" / "onnx_translation.py"
+ONNX_GRAPH = group("export-translation")
+
+
+@pytest.fixture(scope="module")
+def onnx_path(runs) -> str:
+    """`graphdbg run` of the program, once per session (`runs.program`: the
+    run tests/test_exports.py and tests/test_tui_model.py read)."""
+    return str(runs.program(ONNX_PROGRAM).ok().run)
+
+
+def marker_line(name: str) -> int:
+    (line,) = [i for i, t in enumerate(ONNX_PROGRAM.read_text().splitlines(), 1)
+               if f"# {name}" in t]
+    return line
+
+
+@ONNX_GRAPH
+def test_an_onnx_graph_in_the_graphs_nodes_and_node_views(onnx_path):
+    async def script(app, pilot):
+        await pilot.press("2")
+        graphs = app.main.query_one("#graphs-table")
+        labels = [str(c.label).split(" ")[0] for c in graphs.columns.values()]
+        assert labels[:3] == ["graph", "kind", "compile"]
+        row = dict(zip(labels, graphs.raw[0]))
+        assert row["kind"] == "onnx" and row["function"] == "Block"
+        assert graphs.raw[0][-1] == "onnx (opset 20)"
+        assert re.search(r" 1 +onnx +- +Block +onnx_translation.py:", text(app))  # on screen
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "NodesScreen"
+        shown = text(app)
+        assert "graph 1 Block (torch.onnx.export) at onnx_translation.py:" in shown
+        assert "ONNX: graph 1 is Block exported by torch.onnx.export" in shown
+        line = str(app.screen.query_one("#nodes-compile").render())   # wrapped on screen
+        assert ": opset 20, " in line and "checked against eager in onnxruntime" in line
+        table = app.screen.query_one("#nodes-table")
+        assert "ORT↔f64" in [str(c.label) for c in table.columns.values()]
+        gelu = [r[1] for r in table.raw].index("gelu")
+        table.move_cursor(row=gelu, animate=False)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "NodeScreen"
+        shown = text(app)
+        # the program's own gelu translation: Mul, Add and Tanh nodes, in ONNX's order
+        ops = re.search(r"onnx ops  ((?:\w+, )+\w+)", shown)
+        assert ops and set(ops[1].split(", ")) == {"Mul", "Add", "Tanh"}, shown
+        assert f"{marker_line('GELU_LINE'):>6} │" in shown
+        await pilot.press("s")                      # the node's line in the source
+        await settle(app, pilot)
+        assert app.source.focus_line == marker_line("GELU_LINE")
+        gutter = app.main.query_one("#source-table").raw
+        assert gutter[marker_line("EXPORT_CALL") - 1][0].startswith("exp g1")
+    drive(onnx_path, script, size=(100, 30))
+
+
+@ONNX_GRAPH
+def test_d_on_an_onnx_graph_is_eager_against_onnx_runtime(onnx_path):
+    async def script(app, pilot):
+        await pilot.press("2", "d")
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "DiffScreen"
+        shown = text(app)
+        assert "Eager vs ONNX Runtime: graph 1" in shown and "Eager vs compiled" not in shown
+        table = app.screen.query_one("#diff-table")
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "ONNX Runtime" in labels and "ORT↔f64" in labels and "compiled" not in labels
+        await pilot.press("g")                       # the first divergent node
+        await settle(app, pilot)
+        row = app.screen.current_row()
+        assert row.key == "gelu" and table.cursor_row == app.screen.model.rows.index(row)
+        detail = str(app.screen.query_one("#diff-detail").render())
+        assert "first divergent (miscompile), ONNX Runtime's value" in detail
+        assert "ORT       float32[4, 32]" in detail
+    drive(onnx_path, script, size=(120, 30))
+
+
+@ONNX_GRAPH
+def test_an_onnx_divergence_detail_shows_its_onnx_ops_and_opset(onnx_path):
+    async def script(app, pilot):
+        table = app.main.query_one("#problems-table")
+        assert "divergence" in table.raw[0][1] and table.raw[0][2].endswith(
+            f":{marker_line('GELU_LINE')}")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        shown = text(app)
+        ops = re.search(r"ONNX ops  ((?:\w+, )+\w+)", shown)
+        assert ops and set(ops[1].split(", ")) == {"Mul", "Add", "Tanh"}, shown
+        assert "opset  20" in shown and "ONNX RT vs float64" in shown
+        assert "exported  torch.onnx.export" in shown
+    drive(onnx_path, script, size=(100, 50))

@@ -45,7 +45,8 @@ def _internal_prefixes() -> tuple[str, ...]:
     # console scripts (.venv/bin/graphdbg, pytest) are launchers, not user code
     prefixes.add(os.path.realpath(sysconfig.get_paths()["scripts"]) + os.sep)
     prefixes.add(os.path.realpath(os.path.dirname(sys.executable)) + os.sep)
-    for pkg in ("torch", "functorch", "graphdbg"):
+    # the ONNX exporter's toolchain (graphdbg[onnx]) is torch's side too
+    for pkg in ("torch", "functorch", "graphdbg", "onnx", "onnxscript", "onnx_ir", "onnxruntime"):
         d = _package_dir(pkg)
         if d:
             prefixes.add(d)

@@ -25,7 +25,7 @@ import math
 import sys
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.format import brief, ms, short
@@ -94,11 +94,16 @@ class GraphBoundary:
     rel_diff: float                # inf for NaN/Inf counts that differ
     compiled: dict | None          # value summaries
     eager: dict | None
+    kind: str = "compile"          # onnx: an ONNX program's call, in ONNX Runtime; export:
+    #                                an exported program's (its `ep.module()`)
 
     def as_dict(self) -> dict:
-        return {"what": "graph output", "file": self.file, "line": self.line, "code": self.code,
-                "compiled_in": self.compiled_in, "graph": self.graph, "call": self.call,
-                "rel_diff": _finite(self.rel_diff), "compiled": self.compiled, "eager": self.eager}
+        d = {"what": "graph output", "file": self.file, "line": self.line, "code": self.code,
+             "compiled_in": self.compiled_in, "graph": self.graph, "call": self.call,
+             "rel_diff": _finite(self.rel_diff), "compiled": self.compiled, "eager": self.eager}
+        if self.kind != "compile":
+            d["kind"] = self.kind
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +113,52 @@ class CompiledInOneRun:
     compiled_in: str
     file: str
     line: int | None
+    kind: str = "compile"          # onnx, export: the line ran in an ONNX or exported program
 
     def as_dict(self) -> dict:
-        return {"compiled_in": self.compiled_in, "file": self.file, "line": self.line}
+        d = {"compiled_in": self.compiled_in, "file": self.file, "line": self.line}
+        if self.kind != "compile":
+            d["kind"] = self.kind
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPair:
+    """An exported graph (torch.export, torch.onnx.export) and its
+    counterpart in the other run: the same kind and function, the k-th of
+    them in each run (`a`, `b` their graph ids; None: only in the other).
+    For ONNX graphs: the opsets, ONNX node counts, the nodes translated to
+    other ONNX ops, the first node whose ONNX Runtime value differs between
+    the runs on their first checked call (`value`), and where each run's
+    ONNX Runtime first departs from its own eager (`first_divergent`)."""
+    kind: str                      # export | onnx
+    function: str | None
+    file: str | None
+    line: int | None
+    a: int | None
+    b: int | None
+    nodes: tuple[int | None, int | None]
+    opset: tuple[int | None, int | None] = (None, None)
+    onnx_nodes: tuple[int | None, int | None] = (None, None)
+    ops_changed: tuple[dict, ...] = ()        # {node, a, b}: the ONNX ops of each
+    value: dict | None = None                 # {node, call, rel_diff, a, b, eager_differs}
+    first_divergent: tuple[str | None, str | None] = (None, None)
+
+    @property
+    def differs(self) -> bool:
+        """Whether the ONNX Runtime values differ between the runs."""
+        return self.value is not None
+
+    def as_dict(self) -> dict:
+        d = {"kind": self.kind, "function": self.function, "file": self.file, "line": self.line,
+             "a": self.a, "b": self.b, "nodes": list(self.nodes)}
+        if self.kind == "onnx":
+            d.update(opset=list(self.opset), onnx_nodes=list(self.onnx_nodes),
+                     ops_changed=list(self.ops_changed),
+                     value=None if self.value is None else
+                     {**self.value, "rel_diff": _finite(self.value["rel_diff"])},
+                     first_divergent=list(self.first_divergent))
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +190,14 @@ class RunDiff:
     graph_boundaries: tuple[GraphBoundary, ...]
     compiled_in_one_run: tuple[CompiledInOneRun, ...]   # the first 50, by place
     timing: tuple[LineTiming, ...]                      # the 15 most changed
+    exports: tuple[ExportPair, ...] = ()                # exported graphs, paired
 
     @property
     def differs(self) -> bool:
-        """Whether values or shapes differ (`graphdbg diff` exits 1)."""
-        return bool(self.first_divergence or self.graph_boundaries)
+        """Whether values or shapes differ (`graphdbg diff` exits 1): eager
+        ops, compiled outputs, or an ONNX graph's values in ONNX Runtime."""
+        return bool(self.first_divergence or self.graph_boundaries
+                    or any(e.differs for e in self.exports))
 
     def as_dict(self) -> dict:
         """The JSON document (docs/report-json.md, schema graphdbg-diff/1)."""
@@ -159,6 +210,8 @@ class RunDiff:
             "graph_boundaries": [g.as_dict() for g in self.graph_boundaries],
             "compiled_in_one_run": [c.as_dict() for c in self.compiled_in_one_run],
             "timing": [t.as_dict() for t in self.timing],
+            # only when either run exported (torch.export, torch.onnx.export)
+            **({"exports": [e.as_dict() for e in self.exports]} if self.exports else {}),
         }
 
     def to_json(self) -> str:
@@ -176,22 +229,29 @@ class Side:
     out_line: dict[int, tuple]           # graph -> (file, line, code) of its last call node
     time_by_line: dict[tuple, int]       # (file, line) -> ns (eager ops + compiled calls)
     graphs: int
+    kinds: dict[int, str] = field(default_factory=dict)   # graph -> compile | export | onnx
+    exports: list = field(default_factory=list)           # its exported graphs (`Graph`), by id
 
 
 def read_side(run: Run) -> Side:
     counts = run.op_groups()
-    graph_ids = {g.id for g in run.graphs()}
+    graphs = run.graphs()
+    kinds = {g.id: g.kind for g in graphs}
+    # graphs that ran in place of the program's eager ops at their lines: compiled
+    # graphs, and exports whose program the program called (an ONNX program, an
+    # exported program's module); an export never called only traced its lines
+    standing_in = {g.id for g in graphs if g.kind == "compile" or g.calls}
     covered: dict[tuple, set[int]] = defaultdict(set)
     out_line: dict[int, tuple] = {}
     for n in run.iter_nodes():
-        if n.graph_id in graph_ids and n.user_frame is not None and n.op.startswith("call_") \
+        if n.graph_id in standing_in and n.user_frame is not None and n.op.startswith("call_") \
                 and n.file is not None:
             covered[(n.file, n.line)].add(n.graph_id)
             out_line[n.graph_id] = (n.file, n.line, n.code)  # the last one wins
     times = {(t.file, t.line): t.total_ns
              for t in run.hot_lines(None, recorded_ops_only=True)}
     return Side(run, counts, {(g[0], g[1]) for g in counts}, covered, out_line, times,
-                 len(graph_ids))
+                 len(graphs), kinds, [g for g in graphs if g.export is not None])
 
 
 def _stats_close(a: dict | None, b: dict | None, rtol: float) -> tuple[bool, float]:
@@ -335,9 +395,93 @@ def graph_boundaries(A: Side, B: Side, rtol: float) -> list[GraphBoundary]:
                 found.append(GraphBoundary(
                     where[0], where[1], where[2], src_name, c.graph_id, c.call_idx,
                     rel if math.isfinite(rel) else math.inf, out.get("stats"),
-                    stats[0] if stats else None))
+                    stats[0] if stats else None, src.kinds.get(c.graph_id, "compile")))
                 break
     return found
+
+
+def _export_key(g) -> tuple:
+    return (g.kind, g.function)
+
+
+def export_pairs(A: Side, B: Side, rtol: float) -> list[ExportPair]:
+    """The exported graphs of two runs, each with its counterpart: the k-th
+    graph of the same kind and function in the other run (never a compiled
+    graph, nor an export of another kind), in A's order, then B's unpaired."""
+    seen: dict[tuple, int] = defaultdict(int)
+    in_b: dict[tuple, list] = defaultdict(list)
+    for g in B.exports:
+        in_b[_export_key(g)].append(g)
+    out = []
+    for ga in A.exports:
+        key = _export_key(ga)
+        k = seen[key]
+        seen[key] += 1
+        gb = in_b[key][k] if k < len(in_b[key]) else None
+        out.append(_pair(A, B, ga, gb, rtol))
+    for key, gs in in_b.items():
+        out += [_pair(A, B, None, gb, rtol) for gb in gs[seen.get(key, 0):]]
+    return out
+
+
+def _pair(A: Side, B: Side, ga, gb, rtol: float) -> ExportPair:
+    g = ga if ga is not None else gb
+    ea, eb = (ga.export if ga is not None else {}), (gb.export if gb is not None else {})
+    pair = ExportPair(g.kind, g.function, g.file, g.line, ga.id if ga is not None else None,
+                      gb.id if gb is not None else None,
+                      tuple(g.n_nodes if g is not None else None for g in (ga, gb)))
+    if g.kind != "onnx":
+        return pair
+    pair = replace(pair, opset=(ea.get("opset"), eb.get("opset")),
+                   onnx_nodes=(ea.get("onnx_nodes"), eb.get("onnx_nodes")))
+    if ga is None or gb is None:
+        return pair
+    ops_a, ops_b = ea.get("onnx_ops") or {}, eb.get("onnx_ops") or {}
+    changed = tuple({"node": n, "a": ops_a.get(n), "b": ops_b.get(n)}
+                    for n in [*ops_a, *(n for n in ops_b if n not in ops_a)]
+                    if ops_a.get(n) != ops_b.get(n))
+
+    def first_divergent(side: Side, gid: int) -> str | None:
+        v = side.run.first_divergent_node(gid)
+        return v.node if v is not None else None
+
+    return replace(pair, ops_changed=changed[:20],
+                   value=_onnx_values(A.run, B.run, ga.id, gb.id, rtol),
+                   first_divergent=(first_divergent(A, ga.id), first_divergent(B, gb.id)))
+
+
+def _onnx_values(ra: Run, rb: Run, ga: int, gb: int, rtol: float) -> dict | None:
+    """The first node, in graph order, whose ONNX Runtime value differs
+    between the runs on the first call both checked node by node (0: the
+    export's example inputs), with whether eager differs there too (then the
+    inputs differ, not the translation)."""
+    calls = [c for c in ra.node_value_calls(ga) if c in set(rb.node_value_calls(gb))]
+    if not calls:
+        return None
+    call = calls[0]
+    in_b = {v.node: v for v in rb.node_values(gb, call)}
+    for va in ra.node_values(ga, call):
+        vb = in_b.get(va.node)
+        if vb is None or not va.compiled_stats or not vb.compiled_stats:
+            continue
+        close, rel = _stats_close(va.compiled_stats, vb.compiled_stats, rtol)
+        if not close:
+            eager_close, _ = _stats_close(va.eager_stats, vb.eager_stats, rtol)
+            return {"node": va.node, "call": call, "rel_diff": rel,
+                    "a": va.compiled_stats, "b": vb.compiled_stats,
+                    "eager_differs": not eager_close}
+    return None
+
+
+def _covered_kind(side: Side, line: tuple) -> str:
+    """What ran a line in place of its eager ops: compile when any compiled
+    graph did, else onnx or export."""
+    kinds = {side.kinds.get(g, "compile") for g in side.covered[line]}
+    return "compile" if "compile" in kinds else "onnx" if "onnx" in kinds else "export"
+
+
+# how each kind of graph ran a line, as the text says it
+RAN = {"compile": "compiled", "onnx": "in an ONNX program", "export": "in an exported program"}
 
 
 def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> RunDiff:
@@ -347,7 +491,8 @@ def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> RunDiff:
         boundaries = graph_boundaries(A, B, rtol)
         sides = [RunSide(path, r.meta.get("argv"), r.meta.get("stance"), s.graphs,
                          r.count("ops")) for path, r, s in ((path_a, ra, A), (path_b, rb, B))]
-    compiled_only = [CompiledInOneRun(name, *line)
+        exports = export_pairs(A, B, rtol)
+    compiled_only = [CompiledInOneRun(name, *line, _covered_kind(X, line))
                      for name, X, Y in (("A", A, B), ("B", B, A))
                      for line in X.covered if line not in Y.covered and line in Y.op_lines]
     timing = [LineTiming(*line, A.time_by_line.get(line, 0), B.time_by_line.get(line, 0))
@@ -358,7 +503,44 @@ def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> RunDiff:
     return RunDiff(
         *sides, aligned, sum(A.counts.values()) - aligned, sum(B.counts.values()) - aligned,
         first, tuple(boundaries),
-        tuple(sorted(compiled_only, key=lambda c: (c.file, c.line))[:50]), tuple(timing[:15]))
+        tuple(sorted(compiled_only, key=lambda c: (c.file, c.line))[:50]), tuple(timing[:15]),
+        tuple(exports))
+
+
+def export_pair_line(e: ExportPair) -> str:
+    """An exported graph against its counterpart, as rich markup on one line."""
+    from rich.markup import escape
+    what = "ONNX" if e.kind == "onnx" else "torch.export"
+    where = f"{brief(e.file)}:{e.line}" if e.file else "?"
+    head = f"{what} {escape(e.function or '?')} at [cyan]{escape(where)}[/]"
+    if e.a is None or e.b is None:
+        return (f"[yellow]▲ {head}: only in run {'A' if e.b is None else 'B'} "
+                f"(graph {e.a if e.b is None else e.b})[/]")
+    parts = [f"graph {e.a} in A, {e.b} in B"]
+    if e.nodes[0] != e.nodes[1]:
+        parts.append(f"FX nodes {e.nodes[0]} → {e.nodes[1]}")
+    if e.kind == "onnx":
+        if e.opset[0] != e.opset[1]:
+            parts.append(f"opset {e.opset[0]} → {e.opset[1]}")
+        if e.onnx_nodes[0] != e.onnx_nodes[1]:
+            parts.append(f"ONNX nodes {e.onnx_nodes[0]} → {e.onnx_nodes[1]}")
+        for c in e.ops_changed[:3]:
+            a, b = (", ".join(c[side] or ["-"]) for side in ("a", "b"))
+            parts.append(f"{c['node']}: {a} → {b}")
+        if len(e.ops_changed) > 3:
+            parts.append(f"{len(e.ops_changed) - 3} more nodes translated otherwise")
+        fa, fb = e.first_divergent
+        if fa != fb:
+            parts.append(f"diverges from eager at {fa or 'no node'} in A, {fb or 'no node'} in B")
+    text = escape("; ".join(parts))
+    if e.value is not None:
+        v = e.value
+        why = (" (eager differs there too: other inputs or model)" if v["eager_differs"]
+               else " (eager agrees: the translation)")
+        return (f"[red]✖ {head}: ONNX Runtime values differ first at node {escape(v['node'])} "
+                f"(call {v['call']}, rel {v['rel_diff']:.3g}){escape(why)}[/]; {text}")
+    same = " (same ONNX Runtime values)" if e.kind == "onnx" and not e.ops_changed else ""
+    return f"[green]●[/] {head}: {text}{same}"
 
 
 def _side(name: str, s: RunSide) -> str:
@@ -387,15 +569,21 @@ def render(diff: RunDiff, console) -> None:
     else:
         console.print("[green]● no value or shape difference among aligned eager ops[/]")
     for g in diff.graph_boundaries:
-        console.print(f"[red]✖ compiled graph {g.graph} (run {g.compiled_in}) output differs[/] at "
+        what = {"onnx": "ONNX program of graph", "export": "exported program of graph"}.get(
+            g.kind, "compiled graph")
+        console.print(f"[red]✖ {what} {g.graph} (run {g.compiled_in}) output differs[/] at "
                       f"[cyan]{escape(short(g.file))}:{g.line}[/], call {g.call}")
         if g.code:
             console.print(f"    [dim]{g.line:>5} │[/] {escape(g.code)}")
-        console.print(f"    compiled: {escape(str(g.compiled))}\n    eager:    {escape(str(g.eager))}")
+        side = {"onnx": "ONNX RT:", "export": "exported:"}.get(g.kind, "compiled:")
+        console.print(f"    {side} {escape(str(g.compiled))}\n    eager:    {escape(str(g.eager))}")
     if diff.compiled_in_one_run:
         c = diff.compiled_in_one_run[0]
-        console.print(f"{len(diff.compiled_in_one_run)} lines ran compiled in one run and eagerly "
+        how = " or ".join(RAN[k] for k in RAN if any(x.kind == k for x in diff.compiled_in_one_run))
+        console.print(f"{len(diff.compiled_in_one_run)} lines ran {how} in one run and eagerly "
                       f"in the other (e.g. {escape(brief(c.file))}:{c.line})")
+    for e in diff.exports:
+        console.print(export_pair_line(e))
     if diff.timing:
         console.print()
         console.rule("Time per source line (eager ops + compiled calls)", align="left")

@@ -65,6 +65,8 @@ def _document(run: Run, with_nodes: bool) -> dict:
             "min_call_ns": g.min_call_ns, "max_call_ns": g.max_call_ns,
             "eager_ref_ns": g.eager_ref_ns, "steady_call_ns": g.steady_call_ns,
             "compiled_slower": g.compiled_slower, "ddp_bucket": g.ddp_bucket,
+            # compile, export or onnx; the export's own facts (null for a compiled graph)
+            "kind": g.kind, "export": g.export,
         }
         if with_nodes:
             entry["nodes"] = [{

@@ -51,7 +51,8 @@ def _counts_line(graphs: int, counts: dict[str, KindCount], eager_ops: int) -> s
     for kind, label in (("graph_break", "graph break"), ("recompile", "recompile"),
                         ("compile_error", "compile error"), ("malformed_graph", "malformed graph"),
                         ("divergence", "divergence"), ("nan_inf", "NaN/Inf"),
-                        ("runtime_error", "runtime error"), ("check_skipped", "graph not checked")):
+                        ("runtime_error", "runtime error"), ("check_skipped", "graph not checked"),
+                        ("export_specialized", "specialised size")):
         c = counts.get(kind)
         if c is not None and c.sites:
             n, sites = c.count, c.sites
@@ -112,9 +113,9 @@ def render(run: Run, console) -> None:
     if info.py_spy_error:
         out.append(f"[yellow]py-spy: {escape(info.py_spy_error)}[/]")
 
-    def indented(markup: str) -> None:
+    def indented(markup: str, left: int = 4) -> None:
         # wrapped lines stay under their finding
-        out.append(Padding(Text.from_markup(markup, emoji=False), (0, 0, 0, 4), expand=False))
+        out.append(Padding(Text.from_markup(markup, emoji=False), (0, 0, 0, left), expand=False))
 
     if findings:
         out.append(NewLine())
@@ -131,8 +132,13 @@ def render(run: Run, console) -> None:
             summary = detail.summary()
             if summary is not None:
                 indented(f"[dim]{escape(summary)}[/]")
-            if f.hint:
-                indented(f"[green]hint:[/] {escape(f.hint.splitlines()[0][:300])}")
+            hint, fixes = hint_and_fixes(f.hint, getattr(detail, "fixes", None))
+            if hint:
+                indented(f"[green]hint:[/] {escape(hint.splitlines()[0][:300])}")
+            for fix in fixes:   # one way out a line, wrapped under its dash
+                indented(f"[green]-[/] {escape(fix)}", 8)
+            for line in specialized_lines(getattr(detail, "specialized", None)):
+                indented(f"[dim]{escape(line)}[/]")
             callers = list(f.stack[:-1])[-2:]
             if callers:
                 chain = " ← ".join(f"{short(c.file)}:{c.line} {c.function}"
@@ -152,6 +158,8 @@ def render(run: Run, console) -> None:
         out.append(Rule(f"Graphs ({len(graphs)})", align="left"))
         out.append(t)
         for line in bucket_lines(graphs):
+            out.append(f"[dim]{escape(line)}[/]")
+        for line in export_lines(run, graphs, findings):
             out.append(f"[dim]{escape(line)}[/]")
         if any(g.compiled_slower for g in graphs):
             out.append("[dim][yellow]▲[/] compiled slower than eager: its fastest call after the "
@@ -256,6 +264,131 @@ def bucket_lines(graphs: list[Graph]) -> list[str]:
     return out
 
 
+def hint_and_fixes(hint: str | None, fixes: list | None) -> tuple[str | None, list[str]]:
+    """A hint, and the ways out a finding lists one by one (`detail.fixes`,
+    an ONNX translation's): the hint's own run-on list of them left out."""
+    if not fixes:
+        return hint, []
+    if hint and " Ways out: " in hint:
+        hint = hint.split(" Ways out: ", 1)[0] + " Ways out:"
+    return hint, [str(x) for x in fixes]
+
+
+def size_name(s: dict) -> str:
+    """The name of a size an export fixed, in the program's words
+    (`x.size()[0]`, from its source `L['x'].size()[0]`), else its symbol."""
+    src = s.get("size") or s.get("source")
+    if src:
+        return re.sub(r"\bL\[['\"]([^'\"]+)['\"]\]", r"\1", str(src))
+    return str(s.get("symbol") or "?")
+
+
+def specialized_text(items: list | None) -> str | None:
+    """"x.size()[0] = 4 at model.py:12 (Dim.AUTO)", for each size an export fixed."""
+    if not items:
+        return None
+    parts = []
+    for s in items:
+        at = f" at {brief(s['file'])}:{s.get('line')}" if s.get("file") else ""
+        how = f" (declared {s['declared']})" if s.get("declared") else ""
+        parts.append(f"{size_name(s)} = {s.get('value')}{at}{how}")
+    return ", ".join(parts)
+
+
+def specialized_lines(items: list | None) -> list[str]:
+    """A failed export's sizes fixed while it ran (`detail.specialized`)."""
+    text = specialized_text(items)
+    return [f"sizes fixed while it ran: {text}"] if text else []
+
+
+def model_name(g: Graph) -> str:
+    """An export's model ("Block"), without the "(torch.onnx.export)" its
+    function name ends with (the backend column says it); a compiled
+    graph's function."""
+    name = g.function or "?"
+    if g.export is not None:
+        for suffix in (" (torch.onnx.export)", " (torch.export)"):
+            name = name.removesuffix(suffix)
+    return name
+
+
+def backend_label(g: Graph) -> str:
+    """The backend column: the backend; for an export, what made it
+    ("onnx (opset 20)", "torch.export")."""
+    e = g.export
+    if e is None:
+        return g.backend or "?"
+    if g.kind == "onnx":
+        return f"onnx (opset {e['opset']})" if e.get("opset") is not None else "onnx"
+    return "torch.export" + (" (strict)" if e.get("strict") else "")
+
+
+def export_text(g: Graph, checked_calls: list[int] | None = None,
+                divergences: int = 0) -> str | None:
+    """What an exported graph is, in one line: what was exported where, with
+    what, the ONNX model (opset, nodes), whether ONNX Runtime checked it
+    against eager (``checked_calls``: the calls with per-node values), the
+    sizes declared dynamic and those the export fixed. None for a compiled graph."""
+    e = g.export
+    if e is None:
+        return None
+    via = e.get("via") or ("torch.onnx.export" if g.kind == "onnx" else "torch.export.export")
+    where = f"{brief(g.file)}:{g.line}" if g.file else "?"
+    took = f" in {g.backend_time_s:.2f} s" if g.backend_time_s else ""
+    parts = []
+    if g.kind == "onnx":
+        head = f"ONNX: graph {g.id} is {model_name(g)} exported by {via} at {where}{took}"
+        parts.append(", ".join(p for p in (
+            f"opset {e['opset']}" if e.get("opset") is not None else None,
+            f"{_n(e['onnx_nodes'], 'ONNX node')} from {_n(g.n_ops, 'FX op')}"
+            if e.get("onnx_nodes") is not None else None) if p))
+        runtime = e.get("runtime")
+        if e.get("not_checked"):
+            parts.append(f"not checked against eager: {e['not_checked']}")
+        elif runtime and (checked_calls or divergences):
+            calls = ""
+            if checked_calls:
+                named = [f"{c} (the example inputs)" if c == 0 else str(c) for c in checked_calls]
+                calls = (f", node by node on call{'s' if len(named) > 1 else ''} "
+                         + (", ".join(named[:-1]) + " and " if len(named) > 1 else "") + named[-1])
+            parts.append(f"checked against eager in {runtime}{calls}")
+        elif runtime:
+            parts.append(f"runs in {runtime}, not checked against eager")
+        else:
+            parts.append("no ONNX Runtime: not checked against eager")
+        if g.calls:
+            parts.append("its calls ran the ONNX program in ONNX Runtime")
+    else:
+        head = (f"torch.export: graph {g.id} is {model_name(g)} exported by {via} at {where}"
+                f" ({'strict' if e.get('strict') else 'non-strict'}){took}")
+        parts.append(_n(g.n_nodes, "FX node"))
+        if g.calls:
+            parts.append("its calls ran the exported program (ep.module())")
+    dynamic = e.get("dynamic") or {}
+    if dynamic:
+        parts.append("dynamic: " + ", ".join(f"{k} ({v})" for k, v in dynamic.items()))
+    fixed = specialized_text(e.get("specialized"))
+    if fixed:
+        parts.append(f"specialised: {fixed}")
+    return f"{head}: " + "; ".join(p for p in parts if p)
+
+
+def _n(n: int | None, what: str) -> str:
+    return f"{n if n is not None else '?'} {what}{'' if n == 1 else 's'}"
+
+
+def export_lines(run: Run, graphs: list[Graph], findings: list[Finding]) -> list[str]:
+    """One line per exported graph (torch.export, torch.onnx.export)."""
+    out = []
+    for g in graphs:
+        if g.export is None:
+            continue
+        divergences = sum(1 for f in findings if f.kind == "divergence" and f.graph_id == g.id)
+        out.append(export_text(g, run.node_value_calls(g.id) if g.kind == "onnx" else None,
+                               divergences))
+    return out
+
+
 def _mb(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**20:.2f} MB"
 
@@ -263,13 +396,14 @@ def _mb(n: int | None) -> str:
 def _graph_cells(g: Graph) -> tuple[str, ...]:
     from rich.markup import escape
     b = g.ddp_bucket
-    name = g.function or "?"
+    name = model_name(g)
     if b is not None:
         name += f" · bucket {b['index'] + 1}/{b['count']}"
-    compile_s = g.backend_time_s if b is not None else g.compile_time_s
+    # a DDP bucket's and an export's own time (an export has no compile)
+    compile_s = g.backend_time_s if b is not None or g.export is not None else g.compile_time_s
     return (str(g.id), g.compile_id or "-", escape(name),
             escape(f"{brief(g.file)}:{g.line}" if g.file else "?"),
-            escape(g.backend or "?"), str(g.n_nodes),
+            escape(backend_label(g)), str(g.n_nodes),
             "[red]failed[/]" if g.status == "compile_error" else
             f"{compile_s:.2f} s" if compile_s else "-",
             str(g.calls), ms(g.mean_call_ns),

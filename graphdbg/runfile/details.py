@@ -163,6 +163,14 @@ class CompileErrorDetail(Detail):
     data_dependent: bool | None = None
     unbacked: list | None = None       # [{symbol, node, op, file, line, code}]
     guards: list | None = None         # [{file, line, function, guard}]
+    via: str | None = None             # torch.onnx.export: its torch.export step failed
+    specialized: list | None = None    # [{size, value, reason, file, line}] sizes fixed while it ran
+    # torch.onnx.export's translation
+    onnx: bool | None = None
+    legacy_exporter: bool | None = None  # the TorchScript exporter (dynamo=False)
+    onnx_op: str | None = None         # the op with no ONNX translation
+    node: str | None = None            # the exported graph's node being translated
+    fixes: list | None = None          # the ways out, one sentence each
     # the recompile limit
     recompile_limit: bool | None = None
     limit_type: str | None = None
@@ -217,6 +225,20 @@ class DivergenceDetail(Detail):
     output_max_rel: float | None = None
     compiled_aliases_input: int | None = None
     eager_aliases_input: int | None = None
+    # an export against eager (stage: the runtime, or torch.export)
+    exported: str | None = None        # export | onnx
+    onnx_ops: list | None = None       # the ONNX ops translated from the node
+    opset: int | None = None
+    eager_ops: list | None = None      # what each side ran at the line (an exported program)
+    graph_ops: list | None = None
+
+    @property
+    def other_side(self) -> str:
+        """What eager is set against: compiled code, ONNX Runtime (an ONNX
+        export's node by node check) or an exported program."""
+        if self.method == "onnx intermediates":
+            return "ONNX Runtime"
+        return "exported" if self.exported else "compiled"
 
     def summary(self) -> str:
         """The divergence in one line, as the report and a test's failure show
@@ -233,9 +255,10 @@ class DivergenceDetail(Detail):
             parts.append(f"max abs {num(self.max_abs)}, rel {num(self.max_rel)}")
         e, c = self.eager_vs_fp64, self.compiled_vs_fp64
         if e is not None and c is not None:
-            verdict = ("compiled is further from float64" if c > e
+            other = self.other_side
+            verdict = (f"{other} is further from float64" if c > e
                        else "eager is further from float64" if e > c else "both as far from float64")
-            parts.append(f"vs float64: eager {num(e)}, compiled {num(c)} ({verdict})")
+            parts.append(f"vs float64: eager {num(e)}, {other} {num(c)} ({verdict})")
         iso = self.isolated or {}
         if iso.get("decided"):
             parts.append("wrong on its own inputs" if iso.get("diverges")
@@ -295,6 +318,21 @@ class CheckSkippedDetail(Detail):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SpecializedDetail(Detail):
+    """A size declared dynamic that an export fixed to a number."""
+    kind: ClassVar[str] = "export_specialized"
+    size: str | None = None            # x.size()[0]
+    value: int | None = None
+    declared: str | None = None        # Dim.AUTO, Dim('batch'), dynamic_axes
+    symbol: str | None = None
+    reason: str | None = None          # torch's reason for the replacement
+    exported: str | None = None        # export | onnx
+
+    def summary(self) -> str:
+        return f"{self.size} = {self.value} (declared {self.declared}; {self.reason})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OtherDetail(Detail):
     """The detail of a kind this graphdbg does not know (a newer run file):
     every key in `extra`."""
@@ -302,11 +340,11 @@ class OtherDetail(Detail):
 
 FindingDetail = (GraphBreakDetail | RecompileDetail | CompileErrorDetail | MalformedGraphDetail
                  | DivergenceDetail | NanInfDetail | RuntimeErrorDetail | CheckSkippedDetail
-                 | OtherDetail)
+                 | SpecializedDetail | OtherDetail)
 
 KINDS: dict[str, type[Detail]] = {c.kind: c for c in (
     GraphBreakDetail, RecompileDetail, CompileErrorDetail, MalformedGraphDetail,
-    DivergenceDetail, NanInfDetail, RuntimeErrorDetail, CheckSkippedDetail)}
+    DivergenceDetail, NanInfDetail, RuntimeErrorDetail, CheckSkippedDetail, SpecializedDetail)}
 
 
 def parse(kind: str, raw: Any) -> FindingDetail | None:

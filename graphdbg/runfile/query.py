@@ -142,6 +142,15 @@ class Graph:
     # one of DDPOptimizer's pieces of a compiled function: {index, count,
     # size_bytes, params, cap_bytes, first_cap_bytes}
     ddp_bucket: dict | None = None
+    # an exported program (torch.export, torch.onnx.export), not a compiled
+    # graph: {kind, via, strict, dynamic, specialized, opset, onnx_nodes,
+    # onnx_ops: {FX node: [ONNX ops]}, runtime, not_checked}
+    export: dict | None = None
+
+    @property
+    def kind(self) -> str:
+        """compile (a Dynamo graph given to a backend), export or onnx."""
+        return self.export.get("kind", "export") if self.export is not None else "compile"
 
     @property
     def mean_call_ns(self) -> float | None:
@@ -672,13 +681,14 @@ class Run:
 
     def graphs(self) -> list[Graph]:
         """Every graph, by id (graphs are few; the graph code is left out)."""
-        buckets = self._ddp_buckets()
-        return [self._with_bucket(self._graph(r), buckets)
+        buckets, exports = self._ddp_buckets(), self._exports()
+        return [self._with_bucket(self._graph(r), buckets, exports)
                 for r in self._rows(self._GRAPH_SQL + "ORDER BY g.id")]
 
     def graph(self, graph_id: int) -> Graph | None:
         rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
-        return self._with_bucket(self._graph(rows[0]), self._ddp_buckets()) if rows else None
+        return self._with_bucket(self._graph(rows[0]), self._ddp_buckets(), self._exports()) \
+            if rows else None
 
     def position(self) -> dict | None:
         """Where the rank was last seen (a launcher's rank; None otherwise):
@@ -722,10 +732,21 @@ class Run:
                                       tuple(map(str, c.get("nodes") or ())))
         return out
 
+    def _exports(self) -> dict[int, dict]:
+        out = {}
+        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ?",
+                                ("graphdbg_export",)):
+            e = dict((_loads(md) or {}).get("graphdbg_export") or {})
+            if isinstance(e.get("graph_id"), int):
+                out[e.pop("graph_id")] = e
+        return out
+
     @staticmethod
-    def _with_bucket(g: Graph, buckets: dict[int, dict]) -> Graph:
-        b = buckets.get(g.id)
-        return g if b is None else dataclasses.replace(g, ddp_bucket=b)
+    def _with_bucket(g: Graph, buckets: dict[int, dict], exports: dict[int, dict]) -> Graph:
+        b, e = buckets.get(g.id), exports.get(g.id)
+        if b is None and e is None:
+            return g
+        return dataclasses.replace(g, ddp_bucket=b, export=e)
 
     def sampling(self) -> Sampling | None:
         """py-spy's samples of the run (None without --py-spy)."""

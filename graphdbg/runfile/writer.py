@@ -35,7 +35,8 @@ from ..core.sourcemap import Frame, code_line, is_internal
 ROW_RECORDS = (NodeRow, CallRow, OpRow, EventRow, TensorRow, NodeTimeRow, NodeValueRow)
 
 DIAGNOSTIC_KINDS = ("graph_break", "recompile", "compile_error",
-                    "malformed_graph", "divergence", "nan_inf", "runtime_error", "check_skipped")
+                    "malformed_graph", "divergence", "nan_inf", "runtime_error", "check_skipped",
+                    "export_specialized")
 _DIAGNOSTIC_FIELDS = frozenset(DiagnosticRow._fields)
 _INSERT = {r: insert(r) for r in (FrameRow, StackRow, OpSummaryRow, *ROW_RECORDS)}
 

@@ -85,3 +85,15 @@ def human(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def export_estimate(ep, onnx: bool) -> int:
+    """An export's check (hooks/record/exports.py): the exported program's
+    values kept node by node, the eager model's outputs per op (about as
+    much again), and for ONNX the weights three times over (the serialized
+    ONNX model, its bytes, ONNX Runtime's own copy) and ONNX Runtime's
+    intermediate outputs."""
+    values = value_bytes(ep.graph_module)
+    weights = sum(_bytes(t) for t in ep.state_dict.values()) + \
+        sum(_bytes(t) for t in getattr(ep, "constants", {}).values())
+    return 2 * values + (3 * weights + values if onnx else 0)

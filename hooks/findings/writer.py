@@ -34,6 +34,7 @@ from ..record import creation
 from ..record.ddp import DDP_HINT, FSDP_HINT, expected_break
 from ..check import fakecheck
 from ..context import CaptureContext
+from .exported import ExportFindings
 from .exceptions import (compiler_error, constraint_guards, data_dependent_symbols,
                          exception_chain, explain_unsupported, failing_node, headline,
                          last_traced_node, node_named_in, raised_in_user_code, symbol_origins)
@@ -48,7 +49,7 @@ _SEVERITY = {"miscompile": "error", "shape": "error", "dtype": "error",
 _OWNERS = {"ddp": "DistributedDataParallel's own forward", "fsdp": "FSDP2's hooks"}
 
 
-class Findings:
+class Findings(ExportFindings):
     def __init__(self, ctx: CaptureContext) -> None:
         self.ctx = ctx
         self.writer: RunWriter = ctx.writer
@@ -659,7 +660,8 @@ class Findings:
                                          traceback=_format_tb(exc)))
         self._remember(exc, f"compile_error|graph{graph_id}")
 
-    def export_failure(self, exc: BaseException, strict: bool = False) -> None:
+    def export_failure(self, exc: BaseException, strict: bool = False, *,
+                       specialized: list[dict] | None = None, via: str | None = None) -> None:
         """torch.export raised: the user's line it failed at and, for
         data-dependent errors, the nodes (and lines) that made the unbacked
         symbols it could not decide on."""
@@ -677,8 +679,14 @@ class Findings:
             inner = user_frames(real or [])
         user_id = stack = None
         guards = constraint_guards(exc)
+        # a size declared dynamic that the code made a constant: the line that did
+        fixed = [s for s in specialized or () if s.get("site")] \
+            if any("to be a constant" in str(e) for e in chain) else []
         if guards:  # a Dim range the code does not support: at the code that narrows it
             site = Frame(*guards[0][:3])
+            user_id, stack = w.frame_id(*site), w.stack_id(caller + [site])
+        elif fixed:
+            site = Frame(*fixed[0]["site"])
             user_id, stack = w.frame_id(*site), w.stack_id(caller + [site])
         elif inner:
             user_id = w.frame_id(*inner[-1])
@@ -701,7 +709,8 @@ class Findings:
                 unbacked.append({"symbol": sym, "node": node.name, "op": node_target(node),
                                  "file": f["file"] if f else None, "line": f["line"] if f else None,
                                  "code": f["code"] if f else None})
-        reason = "\n\n".join(str(e) for e in chain)[:100000]
+        # torch.onnx colours its error text: the run file keeps plain text
+        reason = re.sub(r"\x1b\[[0-9;]*m", "", "\n\n".join(str(e) for e in chain))[:100000]
         explanation, hints = explain_unsupported(reason)
         if unbacked:
             made = "; ".join(
@@ -719,18 +728,32 @@ class Findings:
                     "size in its range works. Narrow the range to what the code supports"
                     + (f" (torch suggests {fixes[1].strip()})" if fixes else "")
                     + ", or make the code size-independent (torch.cond, torch._check).")
+        elif fixed:
+            file, line, _ = fixed[0]["site"]
+            code = code_line(file, line)
+            fixes = re.search(r"Suggested fixes:\s*\n\s*(.+)", reason)
+            hint = (f"{os.path.basename(file)}:{line}" + (f" `{code}`" if code else "")
+                    + f" makes a size you declared dynamic a constant ({fixed[0]['value']}, "
+                    f"{fixed[0]['reason']}). Make the line size-independent, or declare the size "
+                    "static" + (f" (torch suggests {fixes[1].strip()})" if fixes else "") + ".")
         else:
             hint = hints[0] if hints else None
         key = self.recorded_as(exc)
         fields = dict(kind="compile_error", severity="error",
-                      message=f"torch.export failed: {headline(exc)}"[:500], reason=reason,
+                      message=f"{via or 'torch.export'} failed: {headline(exc)}"[:500],
+                      reason=reason,
                       hint=hint, user_frame=user_id, stack=stack,
                       detail=CompileErrorDetail.of(
                           export=True, strict=strict, exception=type(exc).__name__,
                           data_dependent=data_dependent, unbacked=unbacked,
                           guards=[{"file": f, "line": ln, "function": fn, "guard": g}
                                   for f, ln, fn, g in guards[:8]],
-                          explanation=explanation, hints=hints, traceback=_format_tb(exc)))
+                          explanation=explanation, hints=hints, traceback=_format_tb(exc),
+                          **({"via": via} if via else {}),
+                          **({"specialized": [
+                              {"size": s.get("source"), "value": s.get("value"),
+                               "reason": s.get("reason"), "file": s["site"][0],
+                               "line": s["site"][1]} for s in fixed]} if fixed else {})))
         if key is not None:  # Dynamo (strict export) recorded it already: say it better
             self._update(key, **{k: v for k, v in fields.items() if k != "kind"})
         else:

@@ -1,49 +1,579 @@
-"""torch.export failures, recorded at the user's line.
+"""Exports: `torch.export.export` and `torch.onnx.export`, recorded and checked.
 
-``torch.export.export`` is wrapped while a session runs (the module attribute
-only; a program that imported ``export`` before the session began is still
-covered when the error reaches the top: the runner records it then). The
-wrapper re-raises the very same exception.
+While a session runs, both functions are wrapped (the module attributes
+only: a program that imported them before the session began still has its
+failures recorded when the error reaches the top, by the runner). The
+wrappers return the very same object and re-raise the very same exception.
+
+A successful export becomes a graph of its own in the run file: kind
+``export`` (the exported program's graph) or ``onnx`` (the graph the ONNX
+exporter translated, each FX node with the ONNX ops made from it, and the
+opset), at the user's export call, with a ``graphdbg_export`` event saying
+what it is. Then (unless ``--no-compare``) it is checked against eager on
+the export's example inputs (hooks/check/exported.py, hooks/check/onnxcheck.py);
+an ONNX program is checked again on the first inputs the program runs it
+on (``ONNXProgram.__call__``, as many calls as ``--compare-first``).
+
+A failure is recorded at the user's line: torch.export's as before
+(`Findings.export_failure`), the ONNX translation's at the line that called
+the op with no translation. A size the user declared dynamic (``Dim.AUTO``,
+``dynamic_axes``) that the code specialised is a warning at the line that
+specialised it: ShapeEnv's replacements of a size by a number are watched
+while an export runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
+import itertools
+import os
+import operator
+import sys
+import threading
+import time
+import warnings
+import weakref
+from typing import Any
 
+import torch
 import torch.export
+from torch.utils import _pytree
 
+from graphdbg.core.sourcemap import Frame, is_internal
+from graphdbg.runfile.records import CallRow, EventRow, NodeRow, NodeValueRow
+from graphdbg.runfile.writer import dumps
+
+from ..check import checkcost, exported, onnxcheck
+from ..check.nodevalues import _distance, value_summary
+from ..check.numerics import Tolerance
+from ..check.subgraphs import preserved_rng, rng_state
 from ..context import CaptureContext
+from ..findings.frames import node_source, node_target
 from ..findings.writer import Findings
+from .backend import _arg_text, _describe_value
+
+_local = threading.local()
+_TENSOR = object()   # a tensor's place among an export's example inputs
+
+
+@contextlib.contextmanager
+def _warnings_at(caller: list[Frame]):
+    """Warnings the exporter gives with ``stacklevel=2`` ("Exporting a model
+    while it is in training mode") would name this wrapper's line: they are
+    caught and given again at the user's export call (others at their own
+    place), through the program's warning filters. A warning the filters turn
+    into an error is raised when the export returns, not inside it."""
+    caught: list = []
+    failed = False
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        site = caller[-1] if caller else None
+        for w in caught:
+            file, line = w.filename, w.lineno
+            if site is not None and file == __file__:
+                file, line = site.file, site.line
+            module = os.path.splitext(os.path.basename(file))[0]
+            try:
+                warnings.warn_explicit(w.message, w.category, file, line, module=module,
+                                       registry=_REGISTRIES.setdefault(file, {}))
+            except Exception:
+                if not failed:   # the export's own exception goes first
+                    raise
+
+
+_REGISTRIES: dict[str, dict] = {}   # "once per location" across exports, as warnings keeps it
+
+
+def _model_name(model: Any) -> str:
+    if isinstance(model, torch.export.ExportedProgram):
+        return "ExportedProgram"
+    return type(model).__name__ if isinstance(model, torch.nn.Module) else \
+        getattr(model, "__qualname__", None) or type(model).__name__
+
+
+def _user_site() -> list[Frame]:
+    from ..findings.writer import _user_stack
+    return _user_stack()
+
+
+class _Specializations:
+    """Sizes replaced by a number in any ShapeEnv while an export runs: the
+    symbol, the number, torch's reason and the user's line on the stack (a
+    non-strict export runs the forward as Python: the line is there)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+        self._orig = None
+
+    def __enter__(self):
+        from torch.fx.experimental import symbolic_shapes as ss
+        orig = self._orig = ss.ShapeEnv._set_replacement
+        seen = self.seen
+
+        @functools.wraps(orig)
+        def _set_replacement(env, a, tgt, msg):
+            try:
+                if getattr(tgt, "is_number", False) and not any(s["symbol"] == str(a) for s in seen):
+                    f = sys._getframe(1)
+                    while f is not None and is_internal(f.f_code.co_filename):
+                        f = f.f_back
+                    seen.append({"symbol": str(a), "value": int(tgt), "reason": str(msg),
+                                 "site": (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+                                 if f is not None else None,
+                                 "source": _symbol_source(env, a)})
+            except Exception:
+                pass
+            return orig(env, a, tgt, msg)
+
+        ss.ShapeEnv._set_replacement = _set_replacement
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from torch.fx.experimental import symbolic_shapes as ss
+        ss.ShapeEnv._set_replacement = self._orig
+
+
+def _symbol_source(env, sym) -> str | None:
+    """`L['x'].size()[0]` for the input size a symbol stands for."""
+    try:
+        sources = env.var_to_sources.get(sym) or []
+        if not sources:
+            return None
+        name = sources[0].name   # a method in some torch versions, a property in others
+        return str(name() if callable(name) else name)
+    except Exception:
+        return None
+
+
+def _declared_dynamic(dynamic_shapes: Any, dynamic_axes: Any, names: list[str]) -> dict[str, str]:
+    """{`L['x'].size()[0]`-like source suffix `x.size()[0]`: how it was declared} for each
+    size the user declared dynamic."""
+    out: dict[str, str] = {}
+    if isinstance(dynamic_axes, dict):
+        for name, axes in dynamic_axes.items():
+            for ax in (axes if isinstance(axes, (list, tuple)) else list(axes or {})):
+                out[f"{name}.size()[{ax}]"] = "dynamic_axes"
+    spec = dynamic_shapes
+    if isinstance(spec, (list, tuple)):
+        spec = dict(zip(names, spec))
+    if isinstance(spec, dict):
+        for name, dims in spec.items():
+            items = dims.items() if isinstance(dims, dict) else \
+                enumerate(dims) if isinstance(dims, (list, tuple)) else ()
+            for ax, d in items:
+                if d is None:
+                    continue
+                text = repr(d)
+                if "STATIC" in text:
+                    continue
+                out[f"{name}.size()[{ax}]"] = "Dim.AUTO" if "AUTO" in text else \
+                    "Dim.DYNAMIC" if "DYNAMIC" in text else f"Dim({getattr(d, '__name__', '?')!r})"
+    return out
+
+
+def _input_names(model: Any, args: tuple) -> list[str]:
+    import inspect
+    try:
+        fn = model.forward if isinstance(model, torch.nn.Module) else model
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return params[:max(len(args), len(params))]
+    except (TypeError, ValueError):
+        return []
 
 
 class ExportRecorder:
     def __init__(self, ctx: CaptureContext, findings: Findings) -> None:
         self.ctx = ctx
         self.findings = findings
-        self._orig = None
+        self._orig: dict[str, Any] = {}
+        # ONNX programs recorded: id -> (graph id, weak model, call counter, ...)
+        self._programs: dict[int, tuple] = {}
+        # exported programs recorded: id -> (graph id, weak model, call counter, tol)
+        self._exported_programs: dict[int, tuple] = {}
+        self._hooks: list = []   # forward hooks on the modules ep.module() made
 
+    # -- install ------------------------------------------------------------------------
     def install(self) -> None:
-        if self._orig is not None:
+        if self._orig:
             return
-        orig = self._orig = torch.export.export
-        ctx, findings = self.ctx, self.findings
+        recorder = self
+        orig_export = self._orig["export"] = torch.export.export
 
-        @functools.wraps(orig)
+        @functools.wraps(orig_export)
         def export(*args, **kwargs):
-            try:
-                return orig(*args, **kwargs)
-            except Exception as exc:
-                if ctx.active:
-                    try:
-                        findings.export_failure(exc, strict=bool(kwargs.get("strict", False)))
-                    except Exception as inner:
-                        ctx.internal_error("export-error mapper", inner)
-                raise
+            return recorder._export(orig_export, args, kwargs)
 
         export._graphdbg_hook = True
         torch.export.export = export
+        orig_module = self._orig["module"] = torch.export.ExportedProgram.module
+
+        @functools.wraps(orig_module)
+        def module(ep, *args, **kwargs):
+            gm = orig_module(ep, *args, **kwargs)
+            r = recorder if recorder.ctx.active else None
+            entry = r._exported_programs.get(id(ep)) if r is not None else None
+            if entry is not None and not getattr(_local, "busy", False):
+                try:
+                    r._watch_module(gm, entry)
+                except Exception as exc:
+                    r.ctx.internal_error("exported module recorder", exc)
+            return gm
+
+        module._graphdbg_hook = True
+        torch.export.ExportedProgram.module = module
+        try:
+            torch_onnx = importlib.import_module("torch.onnx")
+            orig_onnx = self._orig["onnx"] = torch_onnx.export
+        except Exception:
+            return
+
+        @functools.wraps(orig_onnx)
+        def onnx_export(*args, **kwargs):
+            return recorder._onnx_export(orig_onnx, args, kwargs)
+
+        onnx_export._graphdbg_hook = True
+        torch_onnx.export = onnx_export
+        try:
+            from torch.onnx import ONNXProgram
+            orig_call = self._orig["onnx_call"] = ONNXProgram.__call__
+        except Exception:
+            return
+
+        @functools.wraps(orig_call)
+        def __call__(program, *args, **kwargs):
+            r = recorder if recorder.ctx.active else None
+            entry = r._programs.get(id(program)) if r is not None else None
+            if entry is None or getattr(_local, "busy", False):
+                return orig_call(program, *args, **kwargs)
+            return r._onnx_call(orig_call, entry, program, args, kwargs)
+
+        __call__._graphdbg_hook = True
+        ONNXProgram.__call__ = __call__
 
     def uninstall(self) -> None:
-        if self._orig is not None:
-            torch.export.export = self._orig
-            self._orig = None
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        self._exported_programs = {}
+        if "export" in self._orig:
+            torch.export.export = self._orig["export"]
+        if "module" in self._orig:
+            torch.export.ExportedProgram.module = self._orig["module"]
+        if "onnx" in self._orig:
+            torch.onnx.export = self._orig["onnx"]
+        if "onnx_call" in self._orig:
+            from torch.onnx import ONNXProgram
+            ONNXProgram.__call__ = self._orig["onnx_call"]
+        self._orig = {}
+        self._programs = {}
+
+    # -- torch.export.export -----------------------------------------------------------
+    def _export(self, orig, args: tuple, kwargs: dict):
+        ctx = self.ctx
+        if not ctx.active or getattr(_local, "busy", False):
+            return orig(*args, **kwargs)   # inside torch.onnx.export: that one records
+        caller = _user_site()
+        spec = _Specializations()
+        t0 = time.perf_counter()
+        _local.busy = True   # an outer session's wrapper (nested captures) passes it through
+        try:
+            with spec, ctx.compiled_code(), _warnings_at(caller):  # its ops are not the program's
+                ep = orig(*args, **kwargs)
+        except Exception as exc:
+            try:
+                self.findings.export_failure(exc, strict=bool(kwargs.get("strict", False)),
+                                             specialized=spec.seen)
+            except Exception as inner:
+                ctx.internal_error("export-error mapper", inner)
+            raise
+        finally:
+            _local.busy = False
+        seconds = time.perf_counter() - t0
+        try:
+            model, ex_args = args[0], (args[1] if len(args) > 1 else kwargs.get("args", ()))
+            ex_kwargs = (args[2] if len(args) > 2 else kwargs.get("kwargs")) or {}
+            self._exported(
+                "export", ep, model, tuple(ex_args) if isinstance(ex_args, (list, tuple)) else (ex_args,),
+                ex_kwargs, caller, seconds, spec.seen,
+                _declared_dynamic(kwargs.get("dynamic_shapes"), None,
+                                  _input_names(model, ex_args if isinstance(ex_args, tuple) else ())),
+                strict=bool(kwargs.get("strict", False)))
+        except Exception as exc:
+            ctx.internal_error("export recorder", exc)
+        return ep
+
+    # -- torch.onnx.export ---------------------------------------------------------------
+    def _onnx_export(self, orig, args: tuple, kwargs: dict):
+        ctx = self.ctx
+        if not ctx.active or getattr(_local, "busy", False):
+            return orig(*args, **kwargs)
+        model = args[0] if args else kwargs.get("model")
+        ex_args = args[1] if len(args) > 1 else kwargs.get("args", ())
+        if isinstance(ex_args, torch.Tensor):
+            ex_args = (ex_args,)
+        ex_kwargs = kwargs.get("kwargs") or {}
+        dynamo = kwargs.get("dynamo", True) or isinstance(model, torch.export.ExportedProgram)
+        caller = _user_site()
+        spec = _Specializations()
+        t0 = time.perf_counter()
+        _local.busy = True
+        try:
+            with spec, ctx.compiled_code(), _warnings_at(caller):
+                program = orig(*args, **kwargs)
+        except Exception as exc:
+            try:
+                self.findings.onnx_failure(exc, caller, legacy=not dynamo, specialized=spec.seen)
+            except Exception as inner:
+                ctx.internal_error("onnx-error mapper", inner)
+            raise
+        finally:
+            _local.busy = False
+        seconds = time.perf_counter() - t0
+        if program is None or getattr(program, "exported_program", None) is None:
+            return program   # the TorchScript exporter: its failures only
+        try:
+            declared = _declared_dynamic(kwargs.get("dynamic_shapes"), kwargs.get("dynamic_axes"),
+                                         list(kwargs.get("input_names") or ())
+                                         or _input_names(model, tuple(ex_args)))
+            self._exported("onnx", program, model, tuple(ex_args), ex_kwargs, caller, seconds,
+                           spec.seen, declared)
+        except Exception as exc:
+            ctx.internal_error("onnx export recorder", exc)
+        return program
+
+    # -- a successful export -------------------------------------------------------------
+    def _exported(self, kind: str, obj, model, args: tuple, kwargs: dict, caller: list[Frame],
+                  seconds: float, specialized: list[dict], declared: dict[str, str],
+                  strict: bool = False) -> None:
+        ctx, w = self.ctx, self.ctx.writer
+        ep = obj if kind == "export" else obj.exported_program
+        graph = ctx.new_graph()
+        gid = graph.id
+        gm = ep.graph_module
+        graph.backend = "torch.export" if kind == "export" else "onnx"
+        graph.code_name = f"{_model_name(model)} (" + \
+            ("torch.export" if kind == "export" else "torch.onnx.export") + ")"
+        site = caller[-1] if caller else None
+        n_ops = 0
+        for idx, node in enumerate(gm.graph.nodes):
+            if node.op in ("call_function", "call_method", "call_module"):
+                n_ops += 1
+            shapes, dtypes = _describe_value(node.meta.get("val"))
+            user_id, stack, mpath, mcls = node_source(w, node)
+            if user_id is not None:
+                graph.node_frames[node.name] = user_id
+            w.add(NodeRow(graph_id=gid, idx=idx, name=node.name, op=node.op,
+                          target=node_target(node, gm), shapes=dumps(shapes), dtypes=dumps(dtypes),
+                          user_frame=user_id, stack=stack, module_path=mpath, module_class=mcls,
+                          args=_arg_text(node)))
+        try:
+            code = gm.code
+        except Exception:
+            code = None
+        fields = dict(backend=graph.backend, code_name=graph.code_name, n_nodes=len(gm.graph.nodes),
+                      n_ops=n_ops, n_inputs=sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
+                      status="exported", backend_time_s=seconds, graph_code=code,
+                      created_seq=ctx.next_seq())
+        if site is not None:
+            graph.code_file, graph.code_line = site.file, site.line
+            fields.update(code_file=site.file, code_line=site.line,
+                          user_frame=w.frame_id(*site), stack=w.stack_id(caller))
+        w.put_graph(gid, **fields)
+        meta: dict[str, Any] = {"graph_id": gid, "kind": kind,
+                                "via": "torch.export.export" if kind == "export" else "torch.onnx.export",
+                                "strict": strict, "dynamic": declared or None}
+        if kind == "onnx":
+            ops = onnxcheck.onnx_ops(obj)
+            meta.update(opset=onnxcheck.opset(obj), onnx_nodes=sum(1 for _ in obj.model.graph),
+                        onnx_ops=ops)
+        # sizes declared dynamic that the export fixed to a number
+        fixed = []
+        for s in specialized:
+            src = s.get("source") or ""
+            how = next((d for key, d in declared.items() if src.endswith(key.split(".", 1)[-1])
+                        and key.split(".", 1)[0] in src), None)
+            if how is not None:
+                fixed.append({**s, "declared": how})
+        meta["specialized"] = [{k: v for k, v in s.items() if k != "site"} | {
+            "file": s["site"][0] if s.get("site") else None,
+            "line": s["site"][1] if s.get("site") else None} for s in fixed] or None
+        runtime = None
+        if kind == "onnx":
+            lacking = onnxcheck.missing()
+            runtime = onnxcheck.runtime_version() if not lacking else None
+            meta["runtime"] = runtime
+            if lacking and ctx.options.compare:
+                meta["not_checked"] = f"{', '.join(lacking)} not installed ({onnxcheck.INSTALL})"
+        w.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_export", compile_id=None,
+                       metadata=dumps({"graphdbg_export": meta}), payload=None))
+        for s in fixed:
+            self.findings.export_specialized(gid, s, kind)
+        if kind == "onnx" and meta.get("not_checked"):
+            self.findings.onnx_not_checked(gid, meta["not_checked"])
+        if not ctx.options.compare:
+            return
+        need = checkcost.export_estimate(ep, kind == "onnx" and runtime is not None)
+        limit, what = checkcost.budget(ctx.options.compare_memory, args)
+        if limit is not None and need > limit:
+            self.findings.check_skipped(gid, need, limit, what)
+            return
+        tol = Tolerance(ctx.options.rtol, ctx.options.atol)
+        model_ref = weakref.ref(model) if isinstance(model, torch.nn.Module) else None
+        with ctx.own_work():
+            self._check(kind, obj, ep, model_ref, gid, args, kwargs, tol, 0, runtime)
+        if kind == "export" and model_ref is not None:
+            self._exported_programs[id(obj)] = (gid, model_ref, itertools.count(), tol)
+            weakref.finalize(obj, self._exported_programs.pop, id(obj), None)
+        if kind == "onnx" and runtime is not None:
+            # later runs get their flat inputs: the example's structure (its
+            # non-tensor leaves, no tensor kept) says where they go
+            leaves, spec = _pytree.tree_flatten((tuple(args), dict(kwargs)))
+            shape = ([_TENSOR if isinstance(v, torch.Tensor) else v for v in leaves], spec)
+            self._programs[id(obj)] = (gid, model_ref, itertools.count(), tol, runtime, shape)
+            weakref.finalize(obj, self._programs.pop, id(obj), None)
+
+    def _check(self, kind: str, obj, ep, model_ref, gid: int, args: tuple, kwargs: dict,
+               tol: Tolerance, call_idx: int, runtime: str | None, gm=None) -> None:
+        ctx = self.ctx
+        rng = rng_state()
+        model = model_ref() if model_ref is not None else None
+        if model is not None:
+            try:
+                if gm is None:
+                    _local.busy = True   # our own module: not one of the program's
+                    try:
+                        gm = ep.module()
+                    finally:
+                        _local.busy = False
+                found = exported.check(model, ep, gm, args, kwargs, tol, rng)
+                if found is not None:
+                    self.findings.export_divergence(gid, kind, call_idx, found)
+                    return  # the exported program already differs from eager
+            except Exception as exc:
+                ctx.internal_error(f"export check of graph {gid}", exc)
+        if kind != "onnx" or runtime is None:
+            return
+        try:
+            _local.busy = True
+            with preserved_rng():
+                result = onnxcheck.check(obj, args, kwargs, tol, rng, gm)
+        except Exception as exc:
+            ctx.internal_error(f"ONNX check of graph {gid}", exc)
+            return
+        finally:
+            _local.busy = False
+        self._node_values(gid, call_idx, result)
+        if result.first is not None:
+            node = next((n for n in ep.graph.nodes if n.name == result.first.name), None) \
+                or next((n for n in result.gm.graph.nodes if n.name == result.first.name), None)
+            if result.first.diff.kind == "random" and node is not None \
+                    and node.target is operator.getitem:
+                node = node.args[0]   # native_dropout, not its (output, mask)'s element
+            ops = onnxcheck.onnx_ops(obj).get(node.name if node is not None else "") or []
+            self.findings.onnx_divergence(gid, call_idx, node, result.first.diff, ops,
+                                          onnxcheck.opset(obj), runtime, result.output,
+                                          result.output_index)
+
+    def _node_values(self, gid: int, call_idx: int, result) -> None:
+        tier = self.ctx.options.values
+        if tier == "none":
+            return
+        tier = "health" if tier == "health" else "stats"
+        import json
+
+        def text(v):
+            s = value_summary(v, tier) if v is not None else None
+            return None if s is None else json.dumps(s, separators=(",", ":"), default=str)
+
+        for r in result.nodes:
+            d = r.diff
+            self.ctx.writer.add(NodeValueRow(
+                graph_id=gid, call_idx=call_idx, node=r.name, status=r.status,
+                kind=d.kind if d is not None else None,
+                compiled_from="onnxruntime" if r.onnx is not None else None,
+                max_abs=_finite(d.max_abs) if d is not None else None,
+                max_rel=_finite(d.max_rel) if d is not None else None,
+                eager_vs_fp64=_distance(r.judge, r.eager) if r.judge is not None else None,
+                compiled_vs_fp64=_distance(r.judge, r.onnx) if r.judge is not None else None,
+                eager_stats=text(r.eager), compiled_stats=text(r.onnx),
+                fp64_stats=text(r.judge) if r.judge is not None else None))
+
+    # -- later calls of an exported program's module ---------------------------------------
+    def _watch_module(self, gm, entry: tuple) -> None:
+        """Times each call of ``gm`` (made by ``ep.module()``) and checks the
+        first ``--compare-first`` against the eager model on their inputs."""
+        gid, model_ref, counter, tol = entry
+        recorder = weakref.ref(self)
+        started: list[int] = []   # the module does not keep ``ep`` alive: neither do we
+
+        def before(module, args, kwargs):
+            started.append(time.perf_counter_ns())
+
+        def after(module, args, kwargs, out):
+            r = recorder()
+            if r is None or not r.ctx.active or not started:
+                return None
+            dt = time.perf_counter_ns() - started.pop()
+            ctx = r.ctx
+            call_idx = next(counter) + 1   # 0: the export's example inputs
+            try:
+                ctx.writer.add(CallRow(seq=ctx.next_seq(), graph_id=gid, call_idx=call_idx,
+                                       wall_ns=dt, outputs=_outputs_text(out)))
+            except Exception as exc:
+                ctx.internal_error("exported module recorder", exc)
+            if ctx.options.compare and call_idx < ctx.options.compare_first \
+                    and not ctx.in_own_work:
+                with ctx.own_work():
+                    r._check("export", None, None, model_ref, gid, tuple(args), dict(kwargs),
+                             tol, call_idx, None, gm=module)
+            return None
+
+        self._hooks.append(gm.register_forward_pre_hook(before, with_kwargs=True))
+        self._hooks.append(gm.register_forward_hook(after, with_kwargs=True))
+
+    # -- later runs of an ONNX program -----------------------------------------------------
+    def _onnx_call(self, orig, entry: tuple, program, args: tuple, kwargs: dict):
+        ctx = self.ctx
+        gid, model_ref, counter, tol, runtime, (leaves, spec) = entry
+        call_idx = next(counter) + 1   # 0: the export's example inputs
+        t0 = time.perf_counter_ns()
+        with ctx.compiled_code():   # ONNX Runtime's run, not the program's eager ops
+            out = orig(program, *args, **kwargs)
+        dt = time.perf_counter_ns() - t0
+        try:
+            ctx.writer.add(CallRow(seq=ctx.next_seq(), graph_id=gid, call_idx=call_idx, wall_ns=dt,
+                                   outputs=_outputs_text(out)))
+        except Exception as exc:
+            ctx.internal_error("ONNX call recorder", exc)
+        if ctx.options.compare and call_idx < ctx.options.compare_first:
+            given = [v for v in _pytree.tree_leaves((args, kwargs)) if v is not None]
+            if sum(v is _TENSOR for v in leaves) == len(given) and \
+                    all(isinstance(v, torch.Tensor) for v in given):
+                it = iter(given)
+                ex_args, ex_kwargs = _pytree.tree_unflatten(
+                    [next(it) if v is _TENSOR else v for v in leaves], spec)
+                with ctx.own_work():
+                    self._check("onnx", program, program.exported_program, model_ref, gid,
+                                ex_args, ex_kwargs, tol, call_idx, runtime)
+        return out
+
+
+def _outputs_text(out: Any) -> str:
+    """A call's outputs as the calls table holds them (shapes and dtypes;
+    no statistics: an exported program's call is not summarised)."""
+    return dumps([{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+                   "stats": None} for t in _pytree.tree_leaves(out) if isinstance(t, torch.Tensor)])
+
+
+def _finite(x: float | None) -> float | None:
+    import math
+    return x if x is None or math.isfinite(x) else None

@@ -7,7 +7,9 @@ Two kinds of diff, one model:
   reference interpreted on the first checked call) against compiled, side by
   side, from the run file's per-node values (`Run.node_values`): stats on both
   sides, max abs/rel error, the float64 judge's distance to each, a status;
-  a filter to the nodes that differ; the first divergent node.
+  a filter to the nodes that differ; the first divergent node. For an ONNX
+  graph (torch.onnx.export) the other side is ONNX Runtime's value and eager
+  the exported program run eagerly (`other`; the columns say so).
 - `DiffModel.for_runs(run_a, run_b)`: the eager ops of two runs aligned as
   `graphdbg diff` aligns them (source line, op, phase, occurrence: never by
   position), one row per (line, op, phase) with counts, time on each side,
@@ -24,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from graphdbg.reporters.diff import (AlignedOps, GraphBoundary, compare_ops, graph_boundaries,
-                                     read_side)
+from graphdbg.reporters.diff import (AlignedOps, ExportPair, GraphBoundary, compare_ops,
+                                     export_pairs, graph_boundaries, read_side)
 from graphdbg.core.format import brief, num
 from graphdbg.runfile.query import NodeValue, Run
 
@@ -38,6 +40,10 @@ DIFFERING = ("first divergent", "differs", "values", "shape")
 # most telling first: an 80-column terminal shows the status, errors and both sides
 GRAPH_COLUMNS = ("#", "node", "status", "max abs", "max rel", "eager", "compiled", "eager↔f64",
                  "comp↔f64", "float64", "target", "line")
+# an ONNX graph (torch.onnx.export): the other side is ONNX Runtime's value,
+# and eager is the exported program run eagerly
+ONNX_GRAPH_COLUMNS = tuple({"compiled": "ONNX Runtime", "comp↔f64": "ORT↔f64"}.get(c, c)
+                           for c in GRAPH_COLUMNS)
 RUNS_COLUMNS = ("line", "op", "status", "max rel", "n A", "n B", "time A", "time B", "Δ time",
                 "phase", "first at")
 
@@ -122,6 +128,7 @@ class DiffModel:
         self.total = 0
         self.total_all = 0
         self.calls: list[int] = []          # for one graph: the calls with values
+        self.other = "compiled"             # what eager is set against: ONNX Runtime for ONNX
         self._switch: Callable[[int], int | None] = lambda step: None
         self.reset()
 
@@ -139,6 +146,8 @@ class DiffModel:
         g = run.graph(graph_id)
         name = f"graph {graph_id}" + (f" ({g.function} at {brief(g.file)}:{g.line})"
                                       if g is not None and g.function else "")
+        onnx = g is not None and g.kind == "onnx"
+        other = "ONNX Runtime" if onnx else "compiled"
         state = {"call": call_idx, "first": {}}   # the call shown; first() per filter
 
         def source(differing: bool, offset: int, limit: int) -> list[DiffRow]:
@@ -169,11 +178,21 @@ class DiffModel:
 
         def title() -> str:
             call = state["call"]
-            return f"Eager vs compiled: {name}" + (f", call {call}" if call is not None else "")
+            return f"Eager vs {other}: {name}" + (f", call {call}" if call is not None else "")
 
         empty = ("no per-node values for this graph: it was never checked against eager "
                  "(--no-compare, --values none), or the run file predates them (schema 1)")
-        model = cls("graph", title(), GRAPH_COLUMNS, source, count, first, page_size, empty)
+        if g is not None and g.export is not None:
+            if g.export.get("not_checked"):
+                empty = ("no per-node values: the ONNX export was not checked against eager: "
+                         + str(g.export["not_checked"]))
+            elif not onnx:
+                empty = ("no per-node values: an exported program (torch.export) is checked "
+                         "against eager by its outputs and user lines, not node by node (its "
+                         "findings say where it departs)")
+        model = cls("graph", title(), ONNX_GRAPH_COLUMNS if onnx else GRAPH_COLUMNS, source,
+                    count, first, page_size, empty)
+        model.other = other
         model.calls = run.node_value_calls(graph_id)
 
         def switch(step: int) -> int | None:
@@ -301,16 +320,24 @@ class DiffModel:
         item = row.item
         if isinstance(item, NodeValue):
             where = f"{brief(item.file)}:{item.line}" if item.file else "no source line"
+            onnx = self.other != "compiled"
             head = (f"{item.node} = {item.target or item.op} at {where}: {item.status}"
-                    + (f" ({item.kind})" if item.kind else "")
-                    + (f", compiled value from {item.compiled_from}" if item.compiled_from
-                       else ", compiled value not known"))
+                    + (f" ({item.kind})" if item.kind else ""))
+            if onnx:
+                head += (", ONNX Runtime's value" if item.compiled_from else
+                         ", ONNX Runtime's value not known (not in the ONNX model)")
+            else:
+                head += (f", compiled value from {item.compiled_from}" if item.compiled_from
+                         else ", compiled value not known")
+            label = "ORT" if onnx else "compiled"
             return [head,
                     f"eager     {full_stats(item.eager_stats)}",
-                    (f"compiled  {full_stats(item.compiled_stats)}   max abs {num(item.max_abs)}"
+                    (f"{label:<9} {full_stats(item.compiled_stats)}   max abs {num(item.max_abs)}"
                      f"  max rel {num(item.max_rel)}"),
                     (f"float64   {full_stats(item.fp64_stats)}   rmse eager {num(item.eager_vs_fp64)}"
-                     f"  compiled {num(item.compiled_vs_fp64)}")]
+                     f"  {label} {num(item.compiled_vs_fp64)}")]
+        if isinstance(item, ExportPair):
+            return export_pair_lines(item)
         if isinstance(item, (OpGroup, GraphBoundary)):
             where = f"{brief(item.file)}:{item.line}" if item.file else "-"
             if isinstance(item, GraphBoundary):  # a compiled graph's output against the other run
@@ -332,6 +359,31 @@ class DiffModel:
         what = "differing rows" if self.differing_only else "rows"
         extra = f" of {self.total_all}" if self.differing_only else ""
         return f"{shown} {what}{extra}"
+
+
+def export_pair_lines(e: ExportPair) -> list[str]:
+    """An exported graph against its counterpart in the other run (the
+    runs diff's detail pane)."""
+    what = "ONNX" if e.kind == "onnx" else "torch.export"
+    where = f"{brief(e.file)}:{e.line}" if e.file else "-"
+    if e.a is None or e.b is None:
+        return [f"{what} {e.function} at {where}: graph {e.a if e.b is None else e.b} only in run "
+                f"{'A' if e.b is None else 'B'} (no {e.kind} graph of that function in the other)"]
+    out = [f"{what} {e.function} at {where}: graph {e.a} in A, {e.b} in B; FX nodes "
+           f"{e.nodes[0]} / {e.nodes[1]}"]
+    if e.kind == "onnx":
+        out.append(f"opset {e.opset[0]} / {e.opset[1]}, ONNX nodes {e.onnx_nodes[0]} / "
+                   f"{e.onnx_nodes[1]}; diverges from eager at {e.first_divergent[0] or 'no node'}"
+                   f" in A, {e.first_divergent[1] or 'no node'} in B")
+        for c in e.ops_changed[:2]:
+            a, b = (", ".join(c[side] or ["-"]) for side in ("a", "b"))
+            out.append(f"{c['node']}: A {a}  B {b}")
+        v = e.value
+        if v is not None:
+            out.append(f"ONNX Runtime values differ first at {v['node']} (call {v['call']}, rel "
+                       f"{num(v['rel_diff'])}); eager there "
+                       + ("differs too" if v["eager_differs"] else "agrees: the translation"))
+    return out
 
 
 def graph_row(v: NodeValue) -> DiffRow:
@@ -419,9 +471,12 @@ def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
             status = "only in A" if d.n_a else "only in B"
         if status in ("count", "only in A", "only in B") and d.n_a != d.n_b:
             fewer_b = d.n_a > d.n_b
-            graphs = (B if fewer_b else A).covered.get((file, line))
-            if graphs:  # the missing ops ran inside a compiled graph there
-                status += f" (compiled in {'B' if fewer_b else 'A'}: graph {min(graphs)})"
+            side = B if fewer_b else A
+            graphs = side.covered.get((file, line))
+            if graphs:  # the missing ops ran inside a compiled graph (or an ONNX program) there
+                how = {"onnx": "ONNX", "export": "exported"}.get(side.kinds.get(min(graphs)),
+                                                                "compiled")
+                status += f" ({how} in {'B' if fewer_b else 'A'}: graph {min(graphs)})"
         where = f"{brief(file)}:{line}" if file else "-"
         first_at = f"#{d.first_k}" if d.first_k is not None else "-"
         cells = (where, op, status, num(d.worst), str(d.n_a), str(d.n_b),
@@ -434,8 +489,22 @@ def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
     # the graph's output line (graphdbg diff's "graph boundaries")
     for b in graph_boundaries(A, B, rtol):
         where = f"{brief(b.file)}:{b.line}" if b.file else "-"
-        cells = (where, f"graph {b.graph} output (compiled in {b.compiled_in})", "values",
+        how = {"onnx": "ONNX", "export": "exported"}.get(b.kind, "compiled")
+        cells = (where, f"graph {b.graph} output ({how} in {b.compiled_in})", "values",
                  num(b.rel_diff), "-", "-", "-", "-", "-", "forward", f"call {b.call}")
         rows.append(DiffRow(f"graph:{b.compiled_in}:{b.graph}", cells, "values",
                             b.file, b.line, b))
+    # exported graphs against their counterparts (same kind and function)
+    for e in export_pairs(A, B, rtol):
+        where = f"{brief(e.file)}:{e.line}" if e.file else "-"
+        status = ("only in A" if e.b is None else "only in B" if e.a is None else
+                  "values" if e.differs else "same")
+        ids = "/".join("-" if i is None else str(i) for i in (e.a, e.b))
+        cells = (where, f"{'ONNX' if e.kind == 'onnx' else 'torch.export'} graph {ids}: "
+                        f"{e.function or '?'}", status,
+                 num(e.value["rel_diff"]) if e.value else "-",
+                 *(str(n) if n is not None else "-" for n in e.onnx_nodes),
+                 "-", "-", "-", "-", e.value["node"] if e.value else "-")
+        rows.append(DiffRow(f"export:{e.kind}:{e.function}:{ids}", cells, status,
+                            e.file, e.line, e))
     return rows

@@ -17,8 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from graphdbg.core.format import brief, code_part, ms, num, short
+from graphdbg.reporters.report import (backend_label, export_text, hint_and_fixes, model_name,
+                                       specialized_lines)
 from graphdbg.runfile.details import (CompileErrorDetail, DivergenceDetail, GraphBreakDetail,
-                                      NanInfDetail)
+                                      NanInfDetail, SpecializedDetail)
 from graphdbg.runfile.query import (SEVERITIES, CompileTime, Finding, Graph, Node, NodeValue,
                                     Run, SourceLine)
 from .diff import stats_text
@@ -30,11 +32,11 @@ ICONS = {"error": "✖", "warning": "▲", "info": "●"}
 KIND_LABELS = {"graph_break": "graph break", "recompile": "recompile",
                "compile_error": "compile error", "malformed_graph": "malformed graph",
                "divergence": "divergence", "nan_inf": "NaN/Inf", "runtime_error": "runtime error",
-               "check_skipped": "not checked"}
+               "check_skipped": "not checked", "export_specialized": "specialised size"}
 # letters of the source gutter, one per finding kind
 KIND_MARKS = {"graph_break": "B", "recompile": "R", "compile_error": "C",
               "malformed_graph": "M", "divergence": "D", "nan_inf": "N", "runtime_error": "E",
-              "check_skipped": "S"}
+              "check_skipped": "S", "export_specialized": "X"}
 
 
 def where(file: str | None, line: int | None) -> str:
@@ -232,6 +234,33 @@ def divergence_numbers(detail: object) -> list[tuple[str, str]]:
     return detail.numbers() if isinstance(detail, (DivergenceDetail, NanInfDetail)) else []
 
 
+def _names(xs: Sequence | None) -> str | None:
+    return ", ".join(map(str, xs)) if xs else None
+
+
+def export_numbers(detail: object) -> list[tuple[str, str]]:
+    """What a finding about an export adds to its numbers, as (label,
+    value): a divergence's ONNX ops and opset (or what each side ran at the
+    line), a specialised size, an ONNX translation's op and node."""
+    if isinstance(detail, DivergenceDetail) and detail.exported:
+        pairs = [("exported", "torch.onnx.export" if detail.exported == "onnx" else "torch.export"),
+                 ("ONNX ops", _names(detail.onnx_ops)), ("opset", detail.opset),
+                 ("eager ran", _names(detail.eager_ops)),
+                 ("exported ran", _names(detail.graph_ops))]
+    elif isinstance(detail, SpecializedDetail):
+        pairs = [("size", detail.size), ("fixed to", detail.value), ("declared", detail.declared),
+                 ("symbol", detail.symbol), ("reason (torch)", detail.reason),
+                 ("exported", "torch.onnx.export" if detail.exported == "onnx" else
+                  "torch.export" if detail.exported else None)]
+    elif isinstance(detail, CompileErrorDetail) and (detail.onnx or detail.via):
+        pairs = [("exporter", "TorchScript (dynamo=False)" if detail.legacy_exporter else
+                  detail.via or "torch.onnx.export"),
+                 ("no ONNX op for", detail.onnx_op), ("node", detail.node)]
+    else:
+        return []
+    return [(k, str(v)) for k, v in pairs if v is not None]
+
+
 def source_excerpt(lines: Sequence[str], line: int | None, around: int = 3,
                    code: str | None = None, caret: bool = False) -> list[Line]:
     """The lines around `line` (1-based) with the line marked; falls back to
@@ -257,6 +286,7 @@ def source_excerpt(lines: Sequence[str], line: int | None, around: int = 3,
 
 
 CARET_KINDS = ("compile_error", "runtime_error", "malformed_graph")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def finding_detail(f: Finding, source: str | None) -> list[Line]:
@@ -273,6 +303,10 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
     out.append(Line("label", "message"))
     out += [Line("text", t) for t in (f.message or "").splitlines() or [""]]
     nums = divergence_numbers(f.detail) if f.kind in ("divergence", "nan_inf") else []
+    if isinstance(f.detail, DivergenceDetail) and f.detail.exported == "onnx":
+        # the other side of an ONNX graph's check is ONNX Runtime, not a compiled graph
+        nums = [("ONNX RT vs float64" if k == "compiled vs float64" else k, v) for k, v in nums]
+    nums += export_numbers(f.detail)
     if nums:
         out.append(Line("label", "numbers"))
         out += [Line("number", f"{k:>20}  {v}") for k, v in nums]
@@ -282,12 +316,17 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
             f"node {f.node}" if f.node else "", f"op {f.op}" if f.op else "") if p)))
     if f.compile_ids:
         out.append(Line("dim", "compile ids " + ", ".join(f.compile_ids)))
-    if f.hint:
+    hint, fixes = hint_and_fixes(f.hint, getattr(f.detail, "fixes", None))
+    if hint:
         out.append(Line("label", "hint"))
-        out += [Line("hint", t) for t in f.hint.splitlines()]
+        out += [Line("hint", t) for t in hint.splitlines()]
+    if fixes:   # an op with no ONNX translation: each way out on its line
+        out += [Line("hint", f"  - {fix}") for fix in fixes]
+    out += [Line("text", t) for t in specialized_lines(getattr(f.detail, "specialized", None))]
     if f.reason and f.reason.strip() != (f.message or "").strip():
         out.append(Line("label", "reason (torch)"))
-        out += [Line("text", t) for t in f.reason.rstrip().splitlines()]
+        # (torch.onnx's errors colour their text for a terminal: shown plain here)
+        out += [Line("text", t) for t in _ANSI.sub("", f.reason).rstrip().splitlines()]
     explanation = (f.detail.explanation
                    if isinstance(f.detail, (GraphBreakDetail, CompileErrorDetail)) else None)
     if explanation:
@@ -308,20 +347,34 @@ GRAPH_COLUMNS = (("id", "graph"), ("compile_id", "compile"), ("function", "funct
                  ("where", "where"), ("nodes", "nodes"), ("compile_time", "compile time"),
                  ("calls", "calls"), ("mean_call", "mean call"), ("eager_ref", "eager ref"),
                  ("backend", "backend"))
+# a run with exports (torch.export, torch.onnx.export) says each graph's kind
+# next to its id: compile, export or onnx
+EXPORT_GRAPH_COLUMNS = (GRAPH_COLUMNS[0], ("kind", "kind"), *GRAPH_COLUMNS[1:])
+
+
+def graph_columns(graphs: Sequence[Graph] = ()) -> tuple[tuple[str, str], ...]:
+    """The graphs table's columns: with a kind column when any graph is an export."""
+    return EXPORT_GRAPH_COLUMNS if any(g.export is not None for g in graphs) else GRAPH_COLUMNS
+
+
+def _graph_time(g: Graph) -> float | None:
+    # an export's time (it has no compile)
+    return g.backend_time_s if g.export is not None else g.compile_time_s
 
 
 _GRAPH_KEYS = {
-    "id": lambda g: g.id, "compile_id": lambda g: g.compile_id, "function": lambda g: g.function,
+    "id": lambda g: g.id, "kind": lambda g: g.kind, "compile_id": lambda g: g.compile_id,
+    "function": lambda g: g.function,
     "where": lambda g: (g.file, g.line) if g.file else None, "backend": lambda g: g.backend,
-    "nodes": lambda g: g.n_nodes, "compile_time": lambda g: g.compile_time_s,
+    "nodes": lambda g: g.n_nodes, "compile_time": _graph_time,
     "calls": lambda g: g.calls, "mean_call": lambda g: g.mean_call_ns,
     "eager_ref": lambda g: g.eager_ref_ns,
 }
 
 
-def graph_sort() -> SortState:
+def graph_sort(graphs: Sequence[Graph] = ()) -> SortState:
     """The sort of the graphs table (by id; counts and times slowest first)."""
-    return SortState(tuple(k for k, _ in GRAPH_COLUMNS), "id",
+    return SortState(tuple(k for k, _ in graph_columns(graphs)), "id",
                      descending_first=frozenset({"nodes", "compile_time", "calls", "mean_call",
                                                 "eager_ref"}))
 
@@ -337,15 +390,35 @@ def sort_graphs(graphs: Sequence[Graph], sort: SortState) -> list[Graph]:
     return known + sorted(missing, key=lambda g: g.id)
 
 
-def graph_cells(g: Graph) -> tuple[str, ...]:
-    compile_time = ("failed" if g.status == "compile_error" else
-                    f"{g.compile_time_s:.2f} s" if g.compile_time_s else "-")
-    return (str(g.id), g.compile_id or "-", g.function or "?", where(g.file, g.line),
-            str(g.n_nodes if g.n_nodes is not None else "-"), compile_time,
-            str(g.calls), ms(g.mean_call_ns),
-            # ▲: its fastest compiled call took longer than its ops did eagerly
-            "-" if not g.eager_ref_ns else ms(g.eager_ref_ns) + (" ▲" if g.compiled_slower else ""),
-            g.backend or "?")
+def graph_cells(g: Graph, columns: Sequence[tuple[str, str]] = GRAPH_COLUMNS) -> tuple[str, ...]:
+    """A graph's cells in ``columns`` order (`graph_columns`). An export's
+    function is its model (the kind and backend say it was exported), its
+    backend says how ("onnx (opset 20)"), its compile time is the export's."""
+    t = _graph_time(g)
+    cell = {
+        "id": lambda: str(g.id), "kind": lambda: g.kind, "compile_id": lambda: g.compile_id or "-",
+        "function": lambda: model_name(g), "where": lambda: where(g.file, g.line),
+        "nodes": lambda: str(g.n_nodes if g.n_nodes is not None else "-"),
+        "compile_time": lambda: ("failed" if g.status == "compile_error" else
+                                 f"{t:.2f} s" if t else "-"),
+        "calls": lambda: str(g.calls), "mean_call": lambda: ms(g.mean_call_ns),
+        # ▲: its fastest compiled call took longer than its ops did eagerly
+        "eager_ref": lambda: "-" if not g.eager_ref_ns else
+        ms(g.eager_ref_ns) + (" ▲" if g.compiled_slower else ""),
+        "backend": lambda: backend_label(g),
+    }
+    return tuple(cell[key]() for key, _ in columns)
+
+
+def export_summary(run: Run, g: Graph) -> str | None:
+    """An exported graph in one line, as the report says it (what was
+    exported where, opset and ONNX nodes, whether ONNX Runtime was checked
+    against eager, dynamic and specialised sizes); None for a compiled graph.
+    A query (the calls checked node by node): from a worker thread."""
+    if g.export is None:
+        return None
+    divergences = sum(1 for f in run.findings(kind=("divergence",)) if f.graph_id == g.id)
+    return export_text(g, run.node_value_calls(g.id) if g.kind == "onnx" else None, divergences)
 
 
 NODE_COLUMNS = (("idx", "#"), ("name", "node"), ("target", "target"), ("eager_ns", "eager time"),
@@ -358,6 +431,9 @@ VALUE_NODE_COLUMNS = (("idx", "#"), ("name", "node"), ("status", "status"),
                       ("line", "where"), ("value", "value (eager)"), ("compiled_vs_fp64", "comp↔f64"),
                       ("target", "target"), ("shapes", "shapes"), ("dtypes", "dtypes"),
                       ("module_path", "module"), ("op", "op"))
+# an ONNX graph's compiled side is ONNX Runtime's value
+ONNX_VALUE_NODE_COLUMNS = tuple((k, "ORT↔f64") if k == "compiled_vs_fp64" else (k, label)
+                                for k, label in VALUE_NODE_COLUMNS)
 # widest a column gets (cells are cut with …): long FX names must not push
 # the time off an 80-column screen
 NODE_WIDTHS = {"idx": 4, "name": 24, "target": 24, "eager_ns": 10, "line": 22, "shapes": 18,
@@ -411,12 +487,26 @@ def compile_summary(c: CompileTime) -> str:
             + (" (a recompile)" if c.recompile else ""))
 
 
+def onnx_ops_text(n: Node, graph: Graph | None) -> str | None:
+    """The ONNX ops torch.onnx.export made from a node of an ONNX graph
+    (`Graph.export["onnx_ops"]`); None for other graphs and for nodes that
+    are not ops (inputs, parameters, the output)."""
+    if graph is None or graph.kind != "onnx" or n.op not in ("call_function", "call_method",
+                                                             "call_module"):
+        return None
+    ops = (graph.export.get("onnx_ops") or {}).get(n.name)
+    return ", ".join(ops) if ops else ("none (no ONNX node of the model comes from it: ONNX's "
+                                       "optimiser removed it or merged it into another)")
+
+
 def node_detail(n: Node, source: str | None, stack: Sequence = (),
-                findings: Sequence[Finding] = ()) -> list[Line]:
-    """What Enter on a node shows: every field uncut, its line in the
-    snapshot, its call chain, and the findings at this node."""
+                findings: Sequence[Finding] = (), graph: Graph | None = None) -> list[Line]:
+    """What Enter on a node shows: every field uncut, the ONNX ops made from
+    it (a node of an ONNX graph: ``graph``), its line in the snapshot, its
+    call chain, and the findings at this node."""
     out = [Line("title", f"node {n.name} (#{n.idx}) of graph {n.graph_id}")]
-    for label, value in (("op", n.op), ("target", n.target), ("args", n.args),
+    for label, value in (("op", n.op), ("target", n.target), ("onnx ops", onnx_ops_text(n, graph)),
+                         ("args", n.args),
                          ("shapes", _shapes(n.shapes)),
                          ("dtypes", " ".join(map(str, n.dtypes)) if n.dtypes else None),
                          ("module", n.module_path), ("module class", n.module_class),
@@ -450,12 +540,15 @@ class NodePager:
     """
 
     def __init__(self, run: Run, graph_id: int, page_size: int = 200,
-                 compile_id: str | None = None) -> None:
+                 compile_id: str | None = None, graph: Graph | None = None) -> None:
         self.run = run
         self.graph_id = graph_id
         self.compile_id = compile_id       # to show the graph's compile time by phase
+        self.graph = graph                 # an export's: its summary line, ONNX's labels
         self.page_size = page_size
-        self.columns = NODE_COLUMNS        # VALUE_NODE_COLUMNS once a page shows values
+        self.columns = NODE_COLUMNS        # value_columns once a page shows values
+        self.value_columns = (ONNX_VALUE_NODE_COLUMNS if graph is not None and graph.kind == "onnx"
+                              else VALUE_NODE_COLUMNS)
         self.sort = self._sort_state("idx")
         self.find = FindState()
         self.rows: list[Node] = []
@@ -498,7 +591,8 @@ class NodePager:
         top_ns: int | None
         values: dict = field(default_factory=dict)   # node idx -> NodeValue
         has_values: bool = False                     # the graph was checked node by node
-        compile_text: str | None = None              # the graph's compile time by phase
+        compile_text: str | None = None              # the graph's compile time by phase,
+        #                                              or what an export is (export_summary)
 
     def fetch(self, offset: int | None = None) -> NodePager.Page:
         """The next page (a query: call it from a worker thread)."""
@@ -514,12 +608,14 @@ class NodePager:
             slowest = self.run.node_page(self.graph_id, 0, 1, order_by="eager_ns", descending=True)
             top = slowest[0].eager_ns if slowest and slowest[0].eager_ns else 0
         values = self.run.node_values_at(self.graph_id, (n.idx for n in nodes))
-        has_values = bool(values) or (offset > 0 and self.columns is VALUE_NODE_COLUMNS) or (
+        has_values = bool(values) or (offset > 0 and self.columns is self.value_columns) or (
             offset == 0 and self.run.node_value_call(self.graph_id) is not None)
         compile_text = None
         if offset == 0 and self.compile_id is not None:
             c = next((c for c in self.run.compile_times() if c.compile_id == self.compile_id), None)
             compile_text = compile_summary(c) if c is not None else None
+        elif offset == 0 and self.graph is not None and self.graph.export is not None:
+            compile_text = export_summary(self.run, self.graph)
         return NodePager.Page(generation, offset, nodes, total, top, values, has_values,
                               compile_text)
 
@@ -531,8 +627,8 @@ class NodePager:
         self.values.update(page.values)
         self.total = page.total
         self.top_ns = page.top_ns
-        if page.has_values and self.columns is not VALUE_NODE_COLUMNS:
-            self.columns = VALUE_NODE_COLUMNS
+        if page.has_values and self.columns is not self.value_columns:
+            self.columns = self.value_columns
             self.sort = self._sort_state(self.sort.column, self.sort.descending)
         return page.nodes
 
@@ -574,7 +670,8 @@ class SourceRow:
 
 class SourceModel:
     """A snapshotted file with a gutter per line: which graphs have nodes
-    there (`g1,3`), a compiled function starting there (`def g2`), findings
+    there (`g1,3`), a compiled function starting there (`def g2`), an export
+    made there (`exp g4`: torch.export, torch.onnx.export), findings
     (`B` break, `R` recompile, `D` divergence, `E` error, ...), and the
     eager and compiled time spent there."""
 
@@ -620,20 +717,26 @@ class SourceModel:
             lines = lines[lo:lo + window]
         graphs_at = self.run.node_graphs_by_line(file)
         starts: dict[int, list[int]] = {}
+        exports: dict[int, list[int]] = {}
         for g in self.run.graphs():
             if g.file == file and g.line is not None:
-                starts.setdefault(g.line, []).append(g.id)
-        rows = [self.row(sl, graphs_at.get(sl.line, ()), starts.get(sl.line, ())) for sl in lines]
+                # a compiled function's first line; an export's call
+                (starts if g.export is None else exports).setdefault(g.line, []).append(g.id)
+        rows = [self.row(sl, graphs_at.get(sl.line, ()), starts.get(sl.line, ()),
+                         exports.get(sl.line, ())) for sl in lines]
         return rows, total
 
-    def row(self, sl: SourceLine, graphs: Iterable[int], starts: Iterable[int]) -> SourceRow:
-        graphs = tuple(graphs)
+    def row(self, sl: SourceLine, graphs: Iterable[int], starts: Iterable[int],
+            exports: Iterable[int] = ()) -> SourceRow:
+        graphs, exports = tuple(graphs), tuple(exports)
         marks = "".join(sorted({KIND_MARKS.get(self.kinds.get(i, ""), "!") for i in sl.findings}))
         parts = []
         if starts:
             parts.append("def g" + ",".join(map(str, starts)))
         elif graphs:
             parts.append("g" + ",".join(map(str, graphs)))
+        if exports:
+            parts.append("exp g" + ",".join(map(str, exports)))
         if marks:
             parts.append(marks)
         t = sl.eager_ns + sl.compiled_ns

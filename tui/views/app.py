@@ -45,8 +45,9 @@ HELP = """\
   [b]Esc[/b]        back (closes the find bar first)
   [b]n[/b] / [b]N[/b]      next / previous problem, from any view
   [b]s[/b]          source of the selected problem, node, line or op
-  [b]d[/b]          diff: eager against compiled for the selected graph
-             (with two runs: the two runs aligned); in the diff:
+  [b]d[/b]          diff: eager against compiled for the selected graph (an
+             ONNX graph: against ONNX Runtime; with two runs: the two
+             runs aligned); in the diff:
              [b]f[/b] differing rows only, [b]g[/b] first divergent node,
              [b]n[/b] / [b]N[/b] next / previous differing row, [b]c[/b] next recorded call
   [b]/[/b]          find in the current table (Enter: next match, Esc: close)
@@ -58,9 +59,10 @@ HELP = """\
   [b]q[/b]          quit
 
 Source gutter: g1,2 graphs with nodes at the line;
-  def g1 a compiled function starts there; B break, R recompile,
-  D divergence, N NaN/Inf, C compile error, M malformed graph,
-  E runtime error; the time spent at the line (eager + compiled).
+  def g1 a compiled function starts there; exp g1 an export made
+  graph 1 there; B break, R recompile, D divergence, N NaN/Inf,
+  C compile error, M malformed graph, E runtime error, X size an
+  export specialised; the time spent at the line (eager + compiled).
 """
 
 
@@ -349,7 +351,8 @@ class NodeScreen(DetailScreen):
         n = self.node
         source = self.run.source(n.file) if n.file else None
         return m.node_detail(n, source, self.run.stack(n.stack_id),
-                             self.run.findings(kind=("divergence", "nan_inf", "malformed_graph")))
+                             self.run.findings(kind=("divergence", "nan_inf", "malformed_graph")),
+                             self.run.graph(n.graph_id))
 
     def current_item(self) -> Any:
         return self.node
@@ -368,13 +371,16 @@ class NodesScreen(FindMixin, Screen):
     def __init__(self, run: Run, graph: Graph, page_size: int = 100) -> None:
         super().__init__()
         self.run, self.graph = run, graph
-        self.pager = m.NodePager(run, graph.id, page_size, compile_id=graph.compile_id)
+        self.pager = m.NodePager(run, graph.id, page_size, compile_id=graph.compile_id,
+                                 graph=graph)
         self._fetching = False
 
     def compose(self) -> ComposeResult:
         g = self.graph
-        yield Heading(f"graph {g.id} {g.function or '?'} at {m.where(g.file, g.line)} "
-                      f"({g.backend}, compile {g.compile_id})", id="nodes-graph")
+        # an export's function says what exported it, and the line under the heading the rest
+        how = f" ({g.backend}, compile {g.compile_id})" if g.export is None else ""
+        yield Heading(f"graph {g.id} {g.function or '?'} at {m.where(g.file, g.line)}{how}",
+                      id="nodes-graph")
         yield Static("", id="nodes-compile", markup=False)
         yield Static(self.pager.title(), id="nodes-title", markup=False)
         yield NodesTable(id="nodes-table")
@@ -517,7 +523,8 @@ class GraphdbgCommands(Provider):
                 out.append((f"Problem: {kind} {where} {msg}"[:120],
                             partial(app.open_problem, f.id), sev))
         for g in app.graph_list:
-            out.append((f"Graph {g.id}: {g.function} {m.where(g.file, g.line)} ({g.backend})",
+            out.append((f"Graph {g.id}: {g.function} {m.where(g.file, g.line)} "
+                        f"({m.backend_label(g)})",
                         partial(app.open_graph, g.id), f"{g.n_nodes} nodes"))
         for file in list(app.source.files):
             out.append((f"Source: {file}", partial(app.show_source, file,
@@ -601,10 +608,11 @@ class MainScreen(FindMixin, Screen):
         app: GraphdbgApp = self.app  # type: ignore[assignment]
         table = self.query_one("#graphs-table", FindTable)
         table.clear(columns=True)
-        for key, label in m.GRAPH_COLUMNS:
+        columns = m.graph_columns(app.graph_list)
+        for key, label in columns:
             table.add_column(label + app.graph_sort.label(key), key=key)
         graphs = m.sort_graphs(app.graph_list, app.graph_sort)
-        table.set_rows([m.graph_cells(g) for g in graphs], graphs, cursor=0)
+        table.set_rows([m.graph_cells(g, columns) for g in graphs], graphs, cursor=0)
 
     def action_sort(self, step: int) -> None:
         if self.query_one(TabbedContent).active == "graphs":
@@ -723,6 +731,8 @@ class GraphdbgApp(App):
         main = self.main
         self.problems = m.ProblemsModel(msg.findings)
         self.graph_list = msg.graphs
+        if m.graph_columns(msg.graphs) is not m.GRAPH_COLUMNS:   # exports: a kind column
+            self.graph_sort = m.graph_sort(msg.graphs)
         problems = main.query_one("#problems-table", FindTable)
         problems.set_rows(self.problems.rows(), self.problems.findings)
         main.show_graphs()
