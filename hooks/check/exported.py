@@ -127,9 +127,11 @@ def flat_inputs(ep, args: tuple, kwargs: dict) -> list:
 
 
 def check(model: torch.nn.Module, ep, gm: torch.fx.GraphModule, args: tuple, kwargs: dict,
-          tol: Tolerance, rng: tuple | None = None) -> ExportCheck | None:
+          tol: Tolerance, rng: tuple | None = None,
+          values: dict | None = None) -> ExportCheck | None:
     """None when the exported module ``gm`` (``ep.module()``) computes what
-    the model does on these inputs; else where they part."""
+    the model does on these inputs; else where they part. ``values`` gets
+    every node's value of ``gm`` on them (the ONNX check reuses them)."""
     cl = lambda v: clone(v) if isinstance(v, torch.Tensor) else v  # noqa: E731
     saved = _buffers(model, gm)
     try:
@@ -148,6 +150,8 @@ def check(model: torch.nn.Module, ep, gm: torch.fx.GraphModule, args: tuple, kwa
         with torch.no_grad():
             for b, copy in saved:
                 b.copy_(copy)
+    if values is not None:
+        values.update(ref.values)
     eager = _pytree.tree_leaves(eager_out)
     graph = _pytree.tree_leaves(graph_out)
     found = worst((compare_values(g, e, None, tol), i) for i, (g, e) in enumerate(zip(graph, eager)))

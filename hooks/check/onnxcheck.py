@@ -35,7 +35,7 @@ import torch.fx
 from .exported import flat_inputs
 from .interpreter import EagerReference, Float64Judge
 from .numerics import Tolerance, ValueDiff, compare_values, is_finding
-from .subgraphs import clone_inputs, flat, preserved_rng
+from .subgraphs import clone_inputs, flat, preserved_rng, set_rng
 
 INSTALL = "pip install 'graphdbg[onnx]'"
 _FX_NODE = re.compile(r"^%(\S+) :")
@@ -161,30 +161,33 @@ def _comparable(onnx: Any, eager: Any) -> Any:
 
 
 def check(program, args: tuple, kwargs: dict, tol: Tolerance,
-          rng: tuple | None = None, gm: torch.fx.GraphModule | None = None) -> OnnxCheck:
+          rng: tuple | None = None, gm: torch.fx.GraphModule | None = None,
+          values: dict | None = None) -> OnnxCheck:
     """The ONNX program against its exported program (``gm``: its
     ``module()``, made here without it) run eagerly (and in float64), node by
-    node, on ``args``/``kwargs``."""
+    node, on ``args``/``kwargs``. ``values``: every node's value of ``gm``
+    on them with the RNG at ``rng``, when already known (else run here)."""
     ep = program.exported_program
     gm = gm if gm is not None else ep.module()
     inputs = _flat_inputs(program, args, kwargs)
     ep_inputs = flat_inputs(ep, args, kwargs)
-    from .subgraphs import set_rng
-    with preserved_rng(), torch.no_grad():
-        set_rng(rng)
-        ref = EagerReference(gm)
-        ref.run(*clone_inputs(ep_inputs))
+    if not values:
+        with preserved_rng(), torch.no_grad():
+            set_rng(rng)
+            ref = EagerReference(gm)
+            ref.run(*clone_inputs(ep_inputs))
+        values = ref.values
     order = [n for n in gm.graph.nodes if n.op == "call_function"]
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     out_names = [a.name if isinstance(a, torch.fx.Node) else None for a in flat(out_node.args[0])]
-    names = [n.name for n in order if isinstance(ref.values.get(n.name), torch.Tensor)]
+    names = [n.name for n in order if isinstance(values.get(n.name), torch.Tensor)]
     got = onnx_values(program, names, clone_inputs(inputs))
     judge_values: dict[str, Any] = {}
 
     def compare(judged: bool) -> list[NodeCheck]:
         rows = []
         for n in order:
-            eager = ref.values.get(n.name)
+            eager = values.get(n.name)
             onnx = _comparable(got.get(n.name), eager)
             if onnx is None:
                 rows.append(NodeCheck(n.name, "not compared", eager=eager))

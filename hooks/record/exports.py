@@ -18,8 +18,7 @@ A failure is recorded at the user's line: torch.export's as before
 (`Findings.export_failure`), the ONNX translation's at the line that called
 the op with no translation. A size the user declared dynamic (``Dim.AUTO``,
 ``dynamic_axes``) that the code specialised is a warning at the line that
-specialised it: ShapeEnv's replacements of a size by a number are watched
-while an export runs.
+specialised it (hooks/record/dims.py watches what an export fixes).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ import importlib
 import itertools
 import os
 import operator
-import sys
 import threading
 import time
 import warnings
@@ -41,7 +39,7 @@ import torch
 import torch.export
 from torch.utils import _pytree
 
-from graphdbg.core.sourcemap import Frame, is_internal
+from graphdbg.core.sourcemap import Frame
 from graphdbg.runfile.records import CallRow, EventRow, NodeRow, NodeValueRow
 from graphdbg.runfile.writer import dumps
 
@@ -52,6 +50,7 @@ from ..check.subgraphs import preserved_rng, rng_state
 from ..context import CaptureContext
 from ..findings.frames import node_source, node_target
 from ..findings.writer import Findings
+from . import dims
 from .backend import _arg_text, _describe_value
 
 _local = threading.local()
@@ -104,90 +103,35 @@ def _user_site() -> list[Frame]:
     return _user_stack()
 
 
-class _Specializations:
-    """Sizes replaced by a number in any ShapeEnv while an export runs: the
-    symbol, the number, torch's reason and the user's line on the stack (a
-    non-strict export runs the forward as Python: the line is there)."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict] = []
-        self._orig = None
-
-    def __enter__(self):
-        from torch.fx.experimental import symbolic_shapes as ss
-        orig = self._orig = ss.ShapeEnv._set_replacement
-        seen = self.seen
-
-        @functools.wraps(orig)
-        def _set_replacement(env, a, tgt, msg):
-            try:
-                if getattr(tgt, "is_number", False) and not any(s["symbol"] == str(a) for s in seen):
-                    f = sys._getframe(1)
-                    while f is not None and is_internal(f.f_code.co_filename):
-                        f = f.f_back
-                    seen.append({"symbol": str(a), "value": int(tgt), "reason": str(msg),
-                                 "site": (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
-                                 if f is not None else None,
-                                 "source": _symbol_source(env, a)})
-            except Exception:
-                pass
-            return orig(env, a, tgt, msg)
-
-        ss.ShapeEnv._set_replacement = _set_replacement
-        return self
-
-    def __exit__(self, *exc) -> None:
-        from torch.fx.experimental import symbolic_shapes as ss
-        ss.ShapeEnv._set_replacement = self._orig
-
-
-def _symbol_source(env, sym) -> str | None:
-    """`L['x'].size()[0]` for the input size a symbol stands for."""
-    try:
-        sources = env.var_to_sources.get(sym) or []
-        if not sources:
-            return None
-        name = sources[0].name   # a method in some torch versions, a property in others
-        return str(name() if callable(name) else name)
-    except Exception:
-        return None
-
-
-def _declared_dynamic(dynamic_shapes: Any, dynamic_axes: Any, names: list[str]) -> dict[str, str]:
-    """{`L['x'].size()[0]`-like source suffix `x.size()[0]`: how it was declared} for each
-    size the user declared dynamic."""
-    out: dict[str, str] = {}
-    if isinstance(dynamic_axes, dict):
-        for name, axes in dynamic_axes.items():
-            for ax in (axes if isinstance(axes, (list, tuple)) else list(axes or {})):
-                out[f"{name}.size()[{ax}]"] = "dynamic_axes"
-    spec = dynamic_shapes
-    if isinstance(spec, (list, tuple)):
-        spec = dict(zip(names, spec))
-    if isinstance(spec, dict):
-        for name, dims in spec.items():
-            items = dims.items() if isinstance(dims, dict) else \
-                enumerate(dims) if isinstance(dims, (list, tuple)) else ()
-            for ax, d in items:
-                if d is None:
-                    continue
-                text = repr(d)
-                if "STATIC" in text:
-                    continue
-                out[f"{name}.size()[{ax}]"] = "Dim.AUTO" if "AUTO" in text else \
-                    "Dim.DYNAMIC" if "DYNAMIC" in text else f"Dim({getattr(d, '__name__', '?')!r})"
-    return out
-
-
-def _input_names(model: Any, args: tuple) -> list[str]:
-    import inspect
-    try:
-        fn = model.forward if isinstance(model, torch.nn.Module) else model
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        return params[:max(len(args), len(params))]
-    except (TypeError, ValueError):
-        return []
+def _describe(kind: str, obj, declared: dict[str, str], specialized: list[dict], strict: bool,
+              compare: bool) -> tuple[dict, list[dict], str | None]:
+    """The ``graphdbg_export`` event's fields (docs/run-file.md), the sizes
+    declared dynamic that the export fixed (each with how it was declared),
+    and the ONNX runtime that will check it (None: not checked)."""
+    meta: dict[str, Any] = {"kind": kind,
+                            "via": "torch.export.export" if kind == "export" else "torch.onnx.export",
+                            "strict": strict, "dynamic": declared or None}
+    if kind == "onnx":
+        meta.update(opset=onnxcheck.opset(obj), onnx_nodes=sum(1 for _ in obj.model.graph),
+                    onnx_ops=onnxcheck.onnx_ops(obj))
+    fixed = []
+    for s in specialized:   # `L['x'].size()[0]` against the declared `x.size()[0]`
+        src = s.get("source") or ""
+        how = next((d for key, d in declared.items() if src.endswith(key.split(".", 1)[-1])
+                    and key.split(".", 1)[0] in src), None)
+        if how is not None:
+            fixed.append({**s, "declared": how})
+    meta["specialized"] = [{k: v for k, v in s.items() if k != "site"} | {
+        "file": s["site"][0] if s.get("site") else None,
+        "line": s["site"][1] if s.get("site") else None} for s in fixed] or None
+    runtime = None
+    if kind == "onnx":
+        lacking = onnxcheck.missing()
+        runtime = onnxcheck.runtime_version() if not lacking else None
+        meta["runtime"] = runtime
+        if lacking and compare:
+            meta["not_checked"] = f"{', '.join(lacking)} not installed ({onnxcheck.INSTALL})"
+    return meta, fixed, runtime
 
 
 class ExportRecorder:
@@ -280,33 +224,21 @@ class ExportRecorder:
     def _export(self, orig, args: tuple, kwargs: dict):
         ctx = self.ctx
         if not ctx.active or getattr(_local, "busy", False):
-            return orig(*args, **kwargs)   # inside torch.onnx.export: that one records
+            return orig(*args, **kwargs)   # inside another export (torch.onnx.export, a nested session)
         caller = _user_site()
-        spec = _Specializations()
-        t0 = time.perf_counter()
-        _local.busy = True   # an outer session's wrapper (nested captures) passes it through
-        try:
-            with spec, ctx.compiled_code(), _warnings_at(caller):  # its ops are not the program's
-                ep = orig(*args, **kwargs)
-        except Exception as exc:
-            try:
-                self.findings.export_failure(exc, strict=bool(kwargs.get("strict", False)),
-                                             specialized=spec.seen)
-            except Exception as inner:
-                ctx.internal_error("export-error mapper", inner)
-            raise
-        finally:
-            _local.busy = False
-        seconds = time.perf_counter() - t0
+        strict = bool(kwargs.get("strict", False))
+        ep, seconds, specialized = self._call_export(
+            orig, args, kwargs, caller, "export-error mapper",
+            lambda exc, seen: self.findings.export_failure(exc, strict=strict, specialized=seen))
         try:
             model, ex_args = args[0], (args[1] if len(args) > 1 else kwargs.get("args", ()))
             ex_kwargs = (args[2] if len(args) > 2 else kwargs.get("kwargs")) or {}
             self._exported(
                 "export", ep, model, tuple(ex_args) if isinstance(ex_args, (list, tuple)) else (ex_args,),
-                ex_kwargs, caller, seconds, spec.seen,
-                _declared_dynamic(kwargs.get("dynamic_shapes"), None,
-                                  _input_names(model, ex_args if isinstance(ex_args, tuple) else ())),
-                strict=bool(kwargs.get("strict", False)))
+                ex_kwargs, caller, seconds, specialized,
+                dims.declared_dynamic(kwargs.get("dynamic_shapes"), None,
+                                  dims.input_names(model, ex_args if isinstance(ex_args, tuple) else ())),
+                strict=strict)
         except Exception as exc:
             ctx.internal_error("export recorder", exc)
         return ep
@@ -323,101 +255,62 @@ class ExportRecorder:
         ex_kwargs = kwargs.get("kwargs") or {}
         dynamo = kwargs.get("dynamo", True) or isinstance(model, torch.export.ExportedProgram)
         caller = _user_site()
-        spec = _Specializations()
-        t0 = time.perf_counter()
-        _local.busy = True
-        try:
-            with spec, ctx.compiled_code(), _warnings_at(caller):
-                program = orig(*args, **kwargs)
-        except Exception as exc:
-            try:
-                self.findings.onnx_failure(exc, caller, legacy=not dynamo, specialized=spec.seen)
-            except Exception as inner:
-                ctx.internal_error("onnx-error mapper", inner)
-            raise
-        finally:
-            _local.busy = False
-        seconds = time.perf_counter() - t0
+        program, seconds, specialized = self._call_export(
+            orig, args, kwargs, caller, "onnx-error mapper",
+            lambda exc, seen: self.findings.onnx_failure(exc, caller, legacy=not dynamo,
+                                                         specialized=seen))
         if program is None or getattr(program, "exported_program", None) is None:
             return program   # the TorchScript exporter: its failures only
         try:
-            declared = _declared_dynamic(kwargs.get("dynamic_shapes"), kwargs.get("dynamic_axes"),
+            declared = dims.declared_dynamic(kwargs.get("dynamic_shapes"), kwargs.get("dynamic_axes"),
                                          list(kwargs.get("input_names") or ())
-                                         or _input_names(model, tuple(ex_args)))
+                                         or dims.input_names(model, tuple(ex_args)))
             self._exported("onnx", program, model, tuple(ex_args), ex_kwargs, caller, seconds,
-                           spec.seen, declared)
+                           specialized, declared)
         except Exception as exc:
             ctx.internal_error("onnx export recorder", exc)
         return program
+
+    def _call_export(self, orig, args: tuple, kwargs: dict, caller: list[Frame], mapper: str,
+                     on_failure) -> tuple[Any, float, list[dict]]:
+        """The program's export call, as without graphdbg: (its result, its
+        seconds, the sizes fixed while it ran). Its exception is recorded
+        (``on_failure(exc, fixed sizes)``) and re-raised. While it runs, an
+        outer session's wrapper (nested captures) and torch.export inside
+        torch.onnx.export pass through, and its ops are not the program's."""
+        spec = dims.Specializations()
+        t0 = time.perf_counter()
+        _local.busy = True
+        try:
+            with spec, self.ctx.compiled_code(), _warnings_at(caller):
+                result = orig(*args, **kwargs)
+        except Exception as exc:
+            try:
+                on_failure(exc, spec.seen)
+            except Exception as inner:
+                self.ctx.internal_error(mapper, inner)
+            raise
+        finally:
+            _local.busy = False
+        return result, time.perf_counter() - t0, spec.seen
 
     # -- a successful export -------------------------------------------------------------
     def _exported(self, kind: str, obj, model, args: tuple, kwargs: dict, caller: list[Frame],
                   seconds: float, specialized: list[dict], declared: dict[str, str],
                   strict: bool = False) -> None:
-        ctx, w = self.ctx, self.ctx.writer
+        """A successful export: its graph, what it is, its findings, its checks."""
+        ctx = self.ctx
         ep = obj if kind == "export" else obj.exported_program
-        graph = ctx.new_graph()
-        gid = graph.id
-        gm = ep.graph_module
-        graph.backend = "torch.export" if kind == "export" else "onnx"
-        graph.code_name = f"{_model_name(model)} (" + \
-            ("torch.export" if kind == "export" else "torch.onnx.export") + ")"
-        site = caller[-1] if caller else None
-        n_ops = 0
-        for idx, node in enumerate(gm.graph.nodes):
-            if node.op in ("call_function", "call_method", "call_module"):
-                n_ops += 1
-            shapes, dtypes = _describe_value(node.meta.get("val"))
-            user_id, stack, mpath, mcls = node_source(w, node)
-            if user_id is not None:
-                graph.node_frames[node.name] = user_id
-            w.add(NodeRow(graph_id=gid, idx=idx, name=node.name, op=node.op,
-                          target=node_target(node, gm), shapes=dumps(shapes), dtypes=dumps(dtypes),
-                          user_frame=user_id, stack=stack, module_path=mpath, module_class=mcls,
-                          args=_arg_text(node)))
-        try:
-            code = gm.code
-        except Exception:
-            code = None
-        fields = dict(backend=graph.backend, code_name=graph.code_name, n_nodes=len(gm.graph.nodes),
-                      n_ops=n_ops, n_inputs=sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
-                      status="exported", backend_time_s=seconds, graph_code=code,
-                      created_seq=ctx.next_seq())
-        if site is not None:
-            graph.code_file, graph.code_line = site.file, site.line
-            fields.update(code_file=site.file, code_line=site.line,
-                          user_frame=w.frame_id(*site), stack=w.stack_id(caller))
-        w.put_graph(gid, **fields)
-        meta: dict[str, Any] = {"graph_id": gid, "kind": kind,
-                                "via": "torch.export.export" if kind == "export" else "torch.onnx.export",
-                                "strict": strict, "dynamic": declared or None}
-        if kind == "onnx":
-            ops = onnxcheck.onnx_ops(obj)
-            meta.update(opset=onnxcheck.opset(obj), onnx_nodes=sum(1 for _ in obj.model.graph),
-                        onnx_ops=ops)
-        # sizes declared dynamic that the export fixed to a number
-        fixed = []
-        for s in specialized:
-            src = s.get("source") or ""
-            how = next((d for key, d in declared.items() if src.endswith(key.split(".", 1)[-1])
-                        and key.split(".", 1)[0] in src), None)
-            if how is not None:
-                fixed.append({**s, "declared": how})
-        meta["specialized"] = [{k: v for k, v in s.items() if k != "site"} | {
-            "file": s["site"][0] if s.get("site") else None,
-            "line": s["site"][1] if s.get("site") else None} for s in fixed] or None
-        runtime = None
-        if kind == "onnx":
-            lacking = onnxcheck.missing()
-            runtime = onnxcheck.runtime_version() if not lacking else None
-            meta["runtime"] = runtime
-            if lacking and ctx.options.compare:
-                meta["not_checked"] = f"{', '.join(lacking)} not installed ({onnxcheck.INSTALL})"
-        w.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_export", compile_id=None,
-                       metadata=dumps({"graphdbg_export": meta}), payload=None))
+        gid = self._record_graph(kind, ep, model, caller, seconds)
+        meta, fixed, runtime = _describe(kind, obj, declared, specialized, strict,
+                                         ctx.options.compare)
+        ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_export",
+                                compile_id=None,
+                                metadata=dumps({"graphdbg_export": {"graph_id": gid, **meta}}),
+                                payload=None))
         for s in fixed:
             self.findings.export_specialized(gid, s, kind)
-        if kind == "onnx" and meta.get("not_checked"):
+        if meta.get("not_checked"):
             self.findings.onnx_not_checked(gid, meta["not_checked"])
         if not ctx.options.compare:
             return
@@ -430,22 +323,62 @@ class ExportRecorder:
         model_ref = weakref.ref(model) if isinstance(model, torch.nn.Module) else None
         with ctx.own_work():
             self._check(kind, obj, ep, model_ref, gid, args, kwargs, tol, 0, runtime)
+        # later calls: ep.module()'s modules, the ONNX program's runs (weakly: the
+        # entries go when the program lets go of the export)
         if kind == "export" and model_ref is not None:
             self._exported_programs[id(obj)] = (gid, model_ref, itertools.count(), tol)
             weakref.finalize(obj, self._exported_programs.pop, id(obj), None)
         if kind == "onnx" and runtime is not None:
-            # later runs get their flat inputs: the example's structure (its
-            # non-tensor leaves, no tensor kept) says where they go
+            # a run gets flat inputs: the example's structure (its non-tensor
+            # leaves, no tensor kept) says where they go
             leaves, spec = _pytree.tree_flatten((tuple(args), dict(kwargs)))
             shape = ([_TENSOR if isinstance(v, torch.Tensor) else v for v in leaves], spec)
             self._programs[id(obj)] = (gid, model_ref, itertools.count(), tol, runtime, shape)
             weakref.finalize(obj, self._programs.pop, id(obj), None)
+
+    def _record_graph(self, kind: str, ep, model, caller: list[Frame], seconds: float) -> int:
+        """The exported program's graph and its nodes (user lines from their
+        ``stack_trace``), at the user's export call: its graph id."""
+        ctx, w = self.ctx, self.ctx.writer
+        graph = ctx.new_graph()
+        gm = ep.graph_module
+        graph.backend = "torch.export" if kind == "export" else "onnx"
+        graph.code_name = f"{_model_name(model)} (" + \
+            ("torch.export" if kind == "export" else "torch.onnx.export") + ")"
+        n_ops = 0
+        for idx, node in enumerate(gm.graph.nodes):
+            if node.op in ("call_function", "call_method", "call_module"):
+                n_ops += 1
+            shapes, dtypes = _describe_value(node.meta.get("val"))
+            user_id, stack, mpath, mcls = node_source(w, node)
+            if user_id is not None:
+                graph.node_frames[node.name] = user_id
+            w.add(NodeRow(graph_id=graph.id, idx=idx, name=node.name, op=node.op,
+                          target=node_target(node, gm), shapes=dumps(shapes), dtypes=dumps(dtypes),
+                          user_frame=user_id, stack=stack, module_path=mpath, module_class=mcls,
+                          args=_arg_text(node)))
+        try:
+            code = gm.code
+        except Exception:
+            code = None
+        fields = dict(backend=graph.backend, code_name=graph.code_name, n_nodes=len(gm.graph.nodes),
+                      n_ops=n_ops, n_inputs=sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
+                      status="exported", backend_time_s=seconds, graph_code=code,
+                      created_seq=ctx.next_seq())
+        if caller:
+            site = caller[-1]
+            graph.code_file, graph.code_line = site.file, site.line
+            fields.update(code_file=site.file, code_line=site.line,
+                          user_frame=w.frame_id(*site), stack=w.stack_id(caller))
+        w.put_graph(graph.id, **fields)
+        return graph.id
 
     def _check(self, kind: str, obj, ep, model_ref, gid: int, args: tuple, kwargs: dict,
                tol: Tolerance, call_idx: int, runtime: str | None, gm=None) -> None:
         ctx = self.ctx
         rng = rng_state()
         model = model_ref() if model_ref is not None else None
+        values: dict = {}   # the exported program's node values: both checks read them
         if model is not None:
             try:
                 if gm is None:
@@ -454,7 +387,7 @@ class ExportRecorder:
                         gm = ep.module()
                     finally:
                         _local.busy = False
-                found = exported.check(model, ep, gm, args, kwargs, tol, rng)
+                found = exported.check(model, ep, gm, args, kwargs, tol, rng, values)
                 if found is not None:
                     self.findings.export_divergence(gid, kind, call_idx, found)
                     return  # the exported program already differs from eager
@@ -465,7 +398,7 @@ class ExportRecorder:
         try:
             _local.busy = True
             with preserved_rng():
-                result = onnxcheck.check(obj, args, kwargs, tol, rng, gm)
+                result = onnxcheck.check(obj, args, kwargs, tol, rng, gm, values)
         except Exception as exc:
             ctx.internal_error(f"ONNX check of graph {gid}", exc)
             return
