@@ -250,3 +250,19 @@ def test_the_sample_finds_both_bugs_at_their_lines_and_computes_what_a_plain_run
     for key in expected:
         assert torch.equal(expected[key], seen[key]), key
     assert plain.stdout == r.stdout
+
+
+@pytest.mark.usefixtures("clean_torch")
+def test_an_export_whose_check_is_over_its_memory_budget_is_recorded_not_checked(tmp_path):
+    path = tmp_path / "x.run"
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    with graphdbg.capture(str(path), compare_memory=1 / 1024):   # 1 KiB
+        ep = torch.export.export(model, (torch.randn(4, 64),))   # MARK over budget
+    assert torch.equal(ep.module()(torch.ones(4, 64)), model(torch.ones(4, 64)))
+    doc = report_doc(path)
+    (d,) = doc["diagnostics"]
+    assert (d["kind"], d["severity"], d["file"]) == ("check_skipped", "info", __file__)
+    assert d["line"] == line(Path(__file__), "MARK over budget")
+    assert "over its budget of 1.0 KiB (--compare-memory)" in d["message"]
+    assert "graphdbg.check_export(submodule" in d["hint"]
+    assert doc["graphs"][0]["kind"] == "export"

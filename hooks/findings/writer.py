@@ -466,8 +466,8 @@ class Findings(ExportFindings):
         return self.writer.frame_id(*caller[-1]), self.writer.stack_id(caller)
 
     def check_skipped(self, graph_id: int, need: int, limit: int, what: str) -> None:
-        """Graph ``graph_id`` is not checked against eager: the check would take
-        more memory than its budget."""
+        """Graph ``graph_id`` (compiled, or an export) is not checked against
+        eager: the check would take more memory than its budget."""
         from ..check.checkcost import human
         g = self.ctx.graphs[graph_id]
         user_id = self.writer.frame_id(g.code_file, g.code_line, g.code_name or "?") \
@@ -476,8 +476,10 @@ class Findings(ExportFindings):
             f"check_skipped|{graph_id}", kind="check_skipped", severity="info",
             message=f"graph {graph_id} ({g.code_name or '?'}) was not checked against eager: the "
                     f"check needs about {human(need)}, over its budget of {human(limit)} ({what})",
-            hint="Check a smaller piece: graphdbg.compare(submodule, *inputs) on one block, or a "
-                 "smaller batch; or give the check more room with --compare-memory MIB.",
+            hint=("Check a smaller piece: graphdbg.check_export(submodule, inputs) on one block "
+                  if g.backend in ("torch.export", "onnx") else
+                  "Check a smaller piece: graphdbg.compare(submodule, *inputs) on one block ")
+            + "or a smaller batch; or give the check more room with --compare-memory MIB.",
             user_frame=user_id, graph_id=graph_id,
             detail=CheckSkippedDetail.of(need_bytes=need, budget_bytes=limit, budget=what))
 
