@@ -4,7 +4,7 @@ import torch
 import transformers
 
 transformers.logging.set_verbosity_error()
-config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=128, n_positions=64,
+config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=128, n_positions=64,
                                  use_cache=False, bos_token_id=0, eos_token_id=0)
 torch.manual_seed(0)
 model = transformers.GPT2LMHeadModel(config).eval()
