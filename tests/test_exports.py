@@ -14,7 +14,7 @@ import torch
 import graphdbg
 from safetensors.torch import load_file
 
-from conftest import SAMPLES, SUPPORT, group, markers, report_doc, sites
+from conftest import SAMPLES, SUPPORT, group, markers, report_doc, report_text, sites
 
 EXPORTS = SUPPORT / "exports"
 TRANSLATION = EXPORTS / "onnx_translation.py"
@@ -236,6 +236,8 @@ def test_the_sample_finds_both_bugs_at_their_lines_and_computes_what_a_plain_run
     assert sites(doc, "export_specialized") == markers(sample, "export_specialized")
     assert {d["kind"] for d in doc["diagnostics"]} == {"divergence", "export_specialized"}
     assert [g["kind"] for g in doc["graphs"]] == ["export", "onnx"]
+    # no compiled graph: the header counts the exports apart, as torch would
+    assert "0 graphs, 2 exports, 2 divergences (1 site), 1 specialised size" in report_text(r.run)
     plain = runs.python("onnx_export", "--save", "plain.safetensors").ok()
     expected, seen = load_file(plain.dir / "plain.safetensors"), load_file(r.dir / "observed.safetensors")
     assert expected.keys() == seen.keys() == {"eager", "exported", "onnx"}

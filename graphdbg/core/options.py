@@ -102,7 +102,7 @@ class CaptureOptions:
         show=lambda b: f"{b / MIB:g}", convert=lambda mib: int(mib * MIB),
         help="with --values full: most tensor bytes to keep, in MiB (default %(default)s)")
     compare: bool = option(True, "--no-compare",
-                           help="do not check compiled graphs against eager")
+                           help="do not check compiled graphs and exports against eager")
     check_graphs: bool = option(
         True, "--no-graph-check",
         help="do not check each captured graph for malformed nodes (lint and fake-tensor shape "
@@ -110,7 +110,8 @@ class CaptureOptions:
     compare_first: int = option(
         3, "--compare-first", metavar="N",
         help="check the first N calls of each compiled graph against eager, node by node, "
-             "judged in float64 (default %(default)s)")
+             "judged in float64 (and of each exported module or ONNX program; default "
+             "%(default)s)")
     compare_every: int = option(
         0, "--compare-every", metavar="N",
         help="also check every N-th later call (default: only the first ones)")

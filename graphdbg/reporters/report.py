@@ -45,9 +45,14 @@ def eager_steps_line(steps: dict | None) -> str | None:
             f"the first {first}{later} (--eager-steps all records every step)")
 
 
-def _counts_line(graphs: int, counts: dict[str, KindCount], eager_ops: int) -> str:
-    """"3 graphs, 2 graph breaks (1 site), ..., 1520 eager ops"."""
-    parts = [f"{graphs} graph{'s' if graphs != 1 else ''}"]
+def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:
+    """"3 graphs, 2 exports, 2 graph breaks (1 site), ..., 1520 eager ops": the
+    compiled graphs counted as torch counts them, exports apart."""
+    exports = sum(g.kind != "compile" for g in graphs)
+    compiled = len(graphs) - exports
+    parts = [f"{compiled} graph{'s' if compiled != 1 else ''}"]
+    if exports:
+        parts.append(f"{exports} export{'s' if exports != 1 else ''}")
     for kind, label in (("graph_break", "graph break"), ("recompile", "recompile"),
                         ("compile_error", "compile error"), ("malformed_graph", "malformed graph"),
                         ("divergence", "divergence"), ("nan_inf", "NaN/Inf"),
@@ -96,7 +101,7 @@ def render(run: Run, console) -> None:
         if state != "complete":   # where the rank was when it stopped
             for line in position_lines(run.position()):
                 out.append(f"[yellow]{escape(line)}[/]")
-    out.append(_counts_line(len(graphs), run.finding_counts(), run.eager_totals()[0]))
+    out.append(_counts_line(graphs, run.finding_counts(), run.eager_totals()[0]))
     sampled = eager_steps_line(info.eager_steps)
     if sampled:
         out.append(f"[dim]{escape(sampled)}[/]")
@@ -544,7 +549,7 @@ def print_run_summary(path: str, rank=None) -> None:
                       width=None if sys.stderr.isatty() else 120)
     try:
         with Run(path) as run:
-            counts = _counts_line(len(run.graphs()), run.finding_counts(), run.eager_totals()[0])
+            counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
     except GraphdbgError as exc:
         console.print(f"graphdbg: {exc}")
         return

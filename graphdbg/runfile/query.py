@@ -681,13 +681,15 @@ class Run:
 
     def graphs(self) -> list[Graph]:
         """Every graph, by id (graphs are few; the graph code is left out)."""
-        buckets, exports = self._ddp_buckets(), self._exports()
-        return [self._with_bucket(self._graph(r), buckets, exports)
+        buckets = self._per_graph("graphdbg_ddp_bucket")
+        exports = self._per_graph("graphdbg_export")
+        return [self._with_events(self._graph(r), buckets, exports)
                 for r in self._rows(self._GRAPH_SQL + "ORDER BY g.id")]
 
     def graph(self, graph_id: int) -> Graph | None:
         rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
-        return self._with_bucket(self._graph(rows[0]), self._ddp_buckets(), self._exports()) \
+        return self._with_events(self._graph(rows[0]), self._per_graph("graphdbg_ddp_bucket"),
+                                 self._per_graph("graphdbg_export")) \
             if rows else None
 
     def position(self) -> dict | None:
@@ -711,13 +713,14 @@ class Run:
             out["op"] = {"op": op.get("op"), "phase": op.get("phase"), **f.as_dict()}
         return out
 
-    def _ddp_buckets(self) -> dict[int, dict]:
+    def _per_graph(self, event: str) -> dict[int, dict]:
+        """{graph id: the event's fields} of the graphdbg events that describe
+        one graph each (``graphdbg_ddp_bucket``, ``graphdbg_export``)."""
         out = {}
-        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ?",
-                                ("graphdbg_ddp_bucket",)):
-            b = dict((_loads(md) or {}).get("graphdbg_ddp_bucket") or {})
-            if isinstance(b.get("graph_id"), int):
-                out[b.pop("graph_id")] = b
+        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ?", (event,)):
+            fields = dict((_loads(md) or {}).get(event) or {})
+            if isinstance(fields.get("graph_id"), int):
+                out[fields.pop("graph_id")] = fields
         return out
 
     def collectives(self) -> dict[int, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -732,17 +735,8 @@ class Run:
                                       tuple(map(str, c.get("nodes") or ())))
         return out
 
-    def _exports(self) -> dict[int, dict]:
-        out = {}
-        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ?",
-                                ("graphdbg_export",)):
-            e = dict((_loads(md) or {}).get("graphdbg_export") or {})
-            if isinstance(e.get("graph_id"), int):
-                out[e.pop("graph_id")] = e
-        return out
-
     @staticmethod
-    def _with_bucket(g: Graph, buckets: dict[int, dict], exports: dict[int, dict]) -> Graph:
+    def _with_events(g: Graph, buckets: dict[int, dict], exports: dict[int, dict]) -> Graph:
         b, e = buckets.get(g.id), exports.get(g.id)
         if b is None and e is None:
             return g
