@@ -84,7 +84,7 @@ def main() -> None:
             line += f"{ind * 1e3:>9.0f}ms{check / ind:>8.3f}"
         print(line)
 
-    from graphdbg.hooks.record import creation
+    from graphdbg.hooks.placement import creation
     print(f"\n{'workload':<12}{'dynamo trace':>14}{'+ creation sites':>18}{'ratio':>8}")
     for name, make in (("gpt2-like", gpt2_like), ("mlp-24", mlp)):
         model, inputs = make()

@@ -234,11 +234,9 @@ class ExportReport:
 def _raised(exc: BaseException) -> str:
     """A failed export no finding describes: its exception at the innermost
     user line of its traceback."""
-    import traceback
-
     from .core.format import short
-    from .core.sourcemap import user_frames
-    frames = user_frames(traceback.extract_tb(exc.__traceback__))
+    from .hooks.placement.nodes import raised_at
+    frames = raised_at(exc)
     where = f" at {short(frames[-1].file)}:{frames[-1].line}" if frames else ""
     first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")[:300]
     return f"the export raised {type(exc).__name__}{where}: {first}"
@@ -246,14 +244,10 @@ def _raised(exc: BaseException) -> str:
 
 def _caller() -> str | None:
     """The user's line that called graphdbg, as the failure text shows it."""
-    import sys
-
     from .core.format import short
-    from .core.sourcemap import is_internal
-    f = sys._getframe(1)
-    while f is not None and is_internal(f.f_code.co_filename):
-        f = f.f_back
-    return None if f is None else f"{short(f.f_code.co_filename)}:{f.f_lineno}"
+    from .hooks.placement.stack import user_frame
+    f = user_frame(1)
+    return None if f is None else f"{short(f.file)}:{f.line}"
 
 
 def check_export(model: Any, args: tuple | Any = (), kwargs: dict | None = None, *,

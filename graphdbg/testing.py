@@ -24,7 +24,7 @@ import unittest
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .core.format import code_part, short
+from .core.format import at, caret, short
 from .runfile.details import CompileErrorDetail, DivergenceDetail, SpecializedDetail
 from .runfile.query import Finding, Graph, Run
 
@@ -313,10 +313,10 @@ def finding_text(f: Finding) -> list[str]:
     caret, the message, torch's reason in one line, the hint."""
     times = f" (×{f.count})" if f.count > 1 else ""
     fn = f" in {f.function}" if f.function else ""
-    out = [f"{f.kind.replace('_', ' ')} at {short(f.file)}:{f.line}{fn}{times}"]
+    out = [f"{f.kind.replace('_', ' ')} at {at(f.file, f.line, f.cell)}{fn}{times}"]
     if f.code:
         out.append(f"  {f.line:>5} | {f.code}")
-        out.append(f"  {'':>5}   {'^' * len(code_part(f.code))}")
+        out.append(f"  {'':>5}   {caret(f.code, f.col, f.end_col)}")   # under its span, if known
     out.append(f"  {f.message}")
     if isinstance(f.detail, (DivergenceDetail, SpecializedDetail)):
         out.append(f"  {f.detail.summary()}")
@@ -340,7 +340,7 @@ def finding_text(f: Finding) -> list[str]:
     callers = stack[runner[-1] + 1:][-2:] if runner else stack[-2:]
     if callers:
         out.append("  called from " + " <- ".join(
-            f"{short(c.file)}:{c.line} {c.function}" for c in reversed(callers)))
+            f"{at(c.file, c.line, c.cell)} {c.function}" for c in reversed(callers)))
     return out
 
 

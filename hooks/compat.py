@@ -184,7 +184,7 @@ def failed_fake_node(exc: BaseException) -> "tuple[torch.fx.Node, list[torch.fx.
 
 def _inputs_from_fakes(exc: BaseException, node: "torch.fx.Node") -> "list[torch.fx.Node]":
     from torch.utils._pytree import tree_leaves
-    from .findings.exceptions import exception_chain
+    from .placement.guards import exception_chain
     by_value = {id(n.meta["example_value"]): n for n in node.graph.nodes
                 if "example_value" in n.meta}
     for e in exception_chain(exc):

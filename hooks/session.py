@@ -32,7 +32,8 @@ from graphdbg.core.version import __version__
 from graphdbg.runfile.writer import RunWriter
 
 from . import compat
-from .record import creation
+from .placement import cells, creation
+from .placement.internal import is_internal
 from .record.backend import BackendRecorder
 from .context import CaptureContext
 from .record.eager import EagerRecorder
@@ -117,7 +118,8 @@ class Session:
     def start(self) -> None:
         compat.check_torch(self._warn)
         # nothing half made is left behind: no open file, no run that says "running"
-        self._writer = writer = RunWriter(self.path, durable=self._durable)
+        self._writer = writer = RunWriter(self.path, durable=self._durable, is_internal=is_internal,
+                                          source_of=cells.source_of)
         try:
             self._start(writer)
         except BaseException:

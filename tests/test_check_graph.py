@@ -148,7 +148,7 @@ CASES = [
 @pytest.mark.parametrize("bad_pass, check, node, mark", CASES,
                          ids=[c[1] for c in CASES])
 def test_each_malformation_is_named_at_its_node_and_pass_line(tmp_path, bad_pass, check, node, mark):
-    from graphdbg.hooks.record.creation import created_at
+    from graphdbg.hooks.placement.creation import created_at
     hooked = (torch.fx.Graph.create_node, torch.export.export)
     with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
         assert torch.fx.Graph.create_node is not hooked[0] and torch.export.export is not hooked[1]

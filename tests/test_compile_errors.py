@@ -56,9 +56,10 @@ def assert_short_and_complete(doc: dict, run, kind: str = "compile_error") -> di
     block = problem_block(text, kind)
     assert len(block) <= 10, block
     assert any(d["code"] in ln for ln in block)
-    # the caret is under the code, not under a trailing comment
+    # the caret is under its span, else under the code, never under a trailing comment
     (carets,) = [ln.strip() for ln in block if ln.strip().startswith("^")]
-    assert len(carets) == len(d["code"].split("  #")[0].rstrip())
+    assert len(carets) == (d["end_col"] - d["col"] if d["col"] is not None
+                           else len(d["code"].split("  #")[0].rstrip()))
     # a graph whose backend failed says so in the graphs table
     for g in doc["graphs"]:
         if g["status"] == "compile_error":

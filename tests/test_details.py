@@ -91,14 +91,14 @@ def test_a_finding_takes_only_its_own_kind_of_detail(tmp_path):
 def test_every_detail_the_findings_writer_makes_names_fields_of_its_record():
     """Statically, so that a path no test runs cannot write a key the reader
     does not know (`of` refuses it only when it runs)."""
-    src = Path(__file__).parents[1] / "hooks" / "findings" / "writer.py"
     made = 0
-    for n in ast.walk(ast.parse(src.read_text())):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "of":
-            cls = getattr(details, ast.unparse(n.func.value))
-            names = {f.name for f in fields(cls)} - {"extra", "_keys"}
-            assert {k.arg for k in n.keywords if k.arg} <= names, (n.lineno, cls.__name__)
-            made += 1
+    for src in sorted((Path(__file__).parents[1] / "hooks" / "findings").glob("*.py")):
+        for n in ast.walk(ast.parse(src.read_text())):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "of":
+                cls = getattr(details, ast.unparse(n.func.value))
+                names = {f.name for f in fields(cls)} - {"extra", "_keys"}
+                assert {k.arg for k in n.keywords if k.arg} <= names, (src.name, n.lineno, cls.__name__)
+                made += 1
     assert made >= 14
 
 

@@ -26,7 +26,7 @@ def _stats(mean: float, nan: int = 0) -> str:
 
 def write_graph_run(path: Path) -> str:
     w = RunWriter(str(path))
-    fid = w.frame_id("/p/model.py", 10, "forward", "y = f(x)")
+    fid = w.frame_id("/p/model.py", 10, "forward", code="y = f(x)")
     w.put_graph(1, compile_id="0/0", backend="inductor", code_name="forward",
                 code_file="/p/model.py", code_line=5, status="compiled")
     for i in range(N_NODES):
@@ -59,7 +59,7 @@ def write_ops_run(path: Path, ops: list[tuple]) -> str:
     """ops: (line, op, mean, time_ns)"""
     w = RunWriter(str(path))
     for seq, (line, op, mean, t) in enumerate(ops):
-        fid = w.frame_id("/p/prog.py", line, "main", f"line {line}")
+        fid = w.frame_id("/p/prog.py", line, "main", code=f"line {line}")
         w.add(OpRow(seq, op, "forward", "[[4]]", '["float32"]', f"[{_stats(mean)}]", t, fid,
                     None, None, None))
         w.add_op_summary(op, "forward", fid, None, t)

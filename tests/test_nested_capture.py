@@ -12,7 +12,7 @@ import torch._dynamo
 
 import graphdbg
 from graphdbg.reporters.report import document
-from graphdbg.hooks.record import creation
+from graphdbg.hooks.placement import creation
 
 
 def _line_of(fn, text: str) -> int:

@@ -6,7 +6,7 @@
 - a module compiled whole whose forward lives in torch
   (`torch.compile(nn.Sequential(...))`): the graph is named after its class at
   the user's `torch.compile(...)` line, its nodes sit at the line that made
-  their layer (hooks/record/creation.py records where each module is made).
+  their layer (hooks/placement/creation.py records where each module is made).
 
 In-process, cheap backends."""
 
@@ -134,7 +134,7 @@ def build_mlp():
 
 
 def test_modules_remember_the_line_that_made_them(tmp_path):
-    from graphdbg.hooks.record.creation import module_site
+    from graphdbg.hooks.placement.creation import module_site
     outside = nn.Linear(2, 2)
     with graphdbg.capture(str(tmp_path / "c.run"), eager=False):
         p = make_parent()

@@ -66,11 +66,19 @@ def test_reader_refuses_sqlite_without_meta(tmp_path):
 
 def test_parse_traceback_and_resume_names():
     text = ('  File "/a/model.py", line 12, in forward\n    x = self.proj(x)\n'
-            '        ^^^^^^^^^^^^\n  File "/a/layers.py", line 3, in proj\n    return x @ w\n')
+            '        ^^^^^^^^^^^^\n  File "/a/layers.py", line 3, in proj\n    return x @ w\n'
+            '  File "/a/layers.py", line 9, in g\n    return a + b  # sum\n'
+            '           ~~^~~\n  File "/a/wide.py", line 1, in h\n    y = "日本" + f(x)\n'
+            '                 ^^^^\n')
     frames = parse_traceback(text)
     assert [(f.file, f.line, f.function, c) for f, c in frames] == [
         ("/a/model.py", 12, "forward", "x = self.proj(x)"),
-        ("/a/layers.py", 3, "proj", "return x @ w")]
+        ("/a/layers.py", 3, "proj", "return x @ w"),
+        ("/a/layers.py", 9, "g", "return a + b  # sum"),
+        ("/a/wide.py", 1, "h", 'y = "日本" + f(x)')]
+    # the caret lines are the spans: under code[col:end_col]; none, the whole line
+    assert [c[f.col:f.end_col] if f.col is not None else None for f, c in frames] == [
+        "self.proj(x)", None, "a + b", "f(x)"]
     assert original_function("torch_dynamo_resume_in_forward_at_19") == ("forward", 19)
     assert original_function("forward") == ("forward", None)
 
@@ -136,9 +144,62 @@ def _tables(sql: str) -> dict:
             for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def test_the_records_make_schema_2():
-    assert SCHEMA_VERSION == 2 and _tables(SCHEMA) == _tables(SCHEMA_2)
-    assert [r.TABLE for r in RECORDS] == list(_tables(SCHEMA_2))  # in the same order
+# Schema 3 adds the caret's span and a notebook cell's name to frames (at the end).
+SCHEMA_3 = SCHEMA_2.replace(
+    "code TEXT,\n    internal INTEGER);",
+    "code TEXT,\n    internal INTEGER, col INTEGER, end_col INTEGER, cell TEXT);")
+
+
+def test_the_records_make_schema_3():
+    assert SCHEMA_3 != SCHEMA_2
+    assert SCHEMA_VERSION == 3 and _tables(SCHEMA) == _tables(SCHEMA_3)
+    assert [r.TABLE for r in RECORDS] == list(_tables(SCHEMA_3))  # in the same order
+
+
+def test_a_schema_2_file_reads_without_spans(tmp_path):
+    src = tmp_path / "user.py"
+    src.write_text("a = 1\nb = f(a) + 1\n")
+    path = tmp_path / "old.run"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA_2)
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [
+        ("format", json.dumps("graphdbg-run")), ("schema_version", json.dumps(2)),
+        ("status", json.dumps("complete"))])
+    db.execute("INSERT INTO frames VALUES (1, ?, 2, 'f', 'b = f(a) + 1', 0)", (str(src),))
+    db.execute("INSERT INTO stacks VALUES (1, '[1]')")
+    db.execute("INSERT INTO diagnostics VALUES (1, 'k', 'graph_break', 'warning', 'm', NULL, "
+               "NULL, 1, 1, NULL, NULL, NULL, 1, '[]', NULL)")
+    db.execute("INSERT INTO sources VALUES (?, 'x', 'a = 1\nb = f(a) + 1\n')", (str(src),))
+    db.commit()
+    db.close()
+    with Run(str(path)) as r:
+        (d,) = r.findings()
+        assert (d.line, d.code, d.col, d.end_col, d.cell) == (2, "b = f(a) + 1", None, None, None)
+        assert [(f.line, f.col, f.cell) for f in d.stack] == [(2, None, None)]
+        assert r.cell_names() == {}
+
+
+def test_frames_are_interned_with_their_span(tmp_path):
+    src = tmp_path / "user.py"
+    src.write_text("def f(x):\n    return (x @ x).relu() * 2  # two ops\n")
+    w = RunWriter(str(tmp_path / "x.run"))
+    whole = w.frame_id(str(src), 2, "f")
+    mm = w.frame_id(str(src), 2, "f", 8, 13)
+    assert w.frame_id(*Frame(str(src), 2, "f", 8, 13)) == mm != whole
+    assert w.frame_id(str(src), 2, "f", 7, 25) not in (mm, whole)
+    # a span over the whole line's code (its comment aside) is the whole line
+    assert w.frame_id(str(src), 2, "f", 0, 29) == whole
+    assert w.frame(mm)["col"] == 8 and w.stack_frames(w.stack_id([Frame(str(src), 2, "f", 8, 13)])) \
+        == [(str(src), 2, "f", 8, 13)]
+    with pytest.raises(TypeError, match="code="):
+        w.frame_id(str(src), 2, "f", "return x")
+    w.diagnostic("k", kind="divergence", severity="error", message="m", user_frame=mm,
+                 stack=w.stack_id([Frame(str(src), 2, "f", 8, 13)]))
+    w.close()
+    with Run(str(tmp_path / "x.run")) as r:
+        (d,) = r.findings()
+        assert d.code[d.col:d.end_col] == "x @ x" and d.stack[-1].col == 8
+        assert r.count("frames") == 3
 
 
 def test_add_takes_row_records_only(tmp_path):

@@ -96,11 +96,12 @@ def test_the_circle_check_finds_a_circle():
 MAY_IMPORT = {
     "graphdbg.core": set(),
     "graphdbg.runfile": {"graphdbg.core"},
-    "graphdbg.hooks": {"graphdbg.core", "graphdbg.runfile"},
+    "graphdbg.hooks.placement": {"graphdbg.core"},
+    "graphdbg.hooks": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks.placement"},
     "graphdbg.reporters": {"graphdbg.core", "graphdbg.runfile"},
     "graphdbg.tui": {"graphdbg.core", "graphdbg.runfile", "graphdbg.reporters"},
-    "graphdbg": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks", "graphdbg.reporters",
-                 "graphdbg.tui"},
+    "graphdbg": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks", "graphdbg.hooks.placement",
+                 "graphdbg.reporters", "graphdbg.tui"},
 }
 
 
@@ -138,6 +139,8 @@ def test_the_layer_check_finds_an_upward_import():
     assert _upward_imports({"graphdbg.core.format": {"graphdbg.api"}}) != []
     assert _upward_imports({"graphdbg.api": {"graphdbg.hooks.session"}}) == []
     assert _upward_imports({"graphdbg.hooks.record.backend": {"graphdbg.hooks.check.lint"}}) == []
+    assert _upward_imports({"graphdbg.hooks.placement.nodes": {"graphdbg.hooks.record.eager"}}) != []
+    assert _upward_imports({"graphdbg.hooks.record.eager": {"graphdbg.hooks.placement.stack"}}) == []
 
 
 def test_floor_and_views_import_no_torch():
@@ -180,3 +183,49 @@ def test_no_object_writes_another_objects_private_state():
                "export._graphdbg_hook", "onnx_export._graphdbg_hook", "module._graphdbg_hook",
                "ss.ShapeEnv._set_replacement", "torch_logging._init_logs"}
     assert [o for o in offenders if o.split(" ", 1)[1] not in allowed] == []
+
+
+# Reading the live stack (or an exception's frames) to say where the program is:
+# the placement layer's job alone, so that "the user's line" has one definition
+_FRAME_READERS = {"_getframe", "f_back", "extract_stack", "extract_tb", "currentframe",
+                  "walk_stack", "walk_tb", "getouterframes", "getinnerframes"}
+_INSPECT_STACK = {"stack", "trace"}   # inspect.stack(), inspect.trace()
+
+
+def _frame_reads(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else \
+            node.id if isinstance(node, ast.Name) else None
+        if name in _FRAME_READERS:
+            found.append(f"{node.lineno}: {name}")
+        elif (isinstance(node, ast.Attribute) and node.attr in _INSPECT_STACK
+              and isinstance(node.value, ast.Name) and node.value.id == "inspect"):
+            found.append(f"{node.lineno}: inspect.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("sys", "traceback", "inspect"):
+            found += [f"{node.lineno}: {a.name}" for a in node.names
+                      if a.name in _FRAME_READERS or a.name in _INSPECT_STACK]
+    return sorted(found, key=lambda s: int(s.split(":")[0]))
+
+
+def test_only_the_placement_layer_reads_live_frames():
+    offenders = {name: reads for name, path in _modules().items()
+                 if not name.startswith("graphdbg.hooks.placement")
+                 and (reads := _frame_reads(ast.parse(path.read_text())))}
+    assert offenders == {}
+
+
+def test_the_frame_check_finds_a_frame_walk():
+    assert _frame_reads(ast.parse("import sys\nf = sys._getframe(1)\nf = f.f_back")) == \
+        ["2: _getframe", "3: f_back"]
+    assert _frame_reads(ast.parse("import traceback\ntraceback.extract_stack()")) != []
+    assert _frame_reads(ast.parse("from sys import _getframe")) != []
+    assert _frame_reads(ast.parse("import inspect\ninspect.stack()")) != []
+    assert _frame_reads(ast.parse("x.stack_trace; tb.tb_next")) == []
+
+
+def test_no_hooks_module_is_over_700_lines():
+    long = {name: n for name, path in _modules().items()
+            if name.startswith("graphdbg.hooks")
+            and (n := len(path.read_text().splitlines())) > 700}
+    assert long == {}

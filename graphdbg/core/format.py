@@ -5,9 +5,11 @@ Plain strings only: no rich, no torch.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tokenize
+import unicodedata
 
 
 def short(path: str | None) -> str:
@@ -19,6 +21,15 @@ def short(path: str | None) -> str:
     except ValueError:
         return path
     return rel if not rel.startswith("..") else path
+
+
+def at(file: str | None, line: int | None, cell: str | None = None) -> str:
+    """Where a line is, as a user reads it: ``Cell In[3], line 7`` for a
+    notebook cell (``cell``: its name, as the run file keeps it), else the
+    short path and the line (``model.py:12``)."""
+    if cell:
+        return f"{cell}, line {line}" if line else cell
+    return f"{short(file)}:{line}" if line else short(file)
 
 
 def brief(path: str | None) -> str:
@@ -37,6 +48,7 @@ def ms(ns: float | None) -> str:
     return f"{ns / 1e3:.1f} µs"
 
 
+@functools.lru_cache(maxsize=4096)
 def code_part(code: str) -> str:
     """A line without its trailing comment: the caret goes under code only."""
     try:
@@ -46,6 +58,21 @@ def code_part(code: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         pass
     return code
+
+
+def caret(code: str, col: int | None = None, end_col: int | None = None) -> str:
+    """The marks under ``code`` (a line without its indentation): ``^`` under
+    ``code[col:end_col]``, the caret's span, else under the whole line's code
+    (its trailing comment aside). Wide characters take two cells, as in
+    Python's tracebacks."""
+    if col is None or end_col is None or not 0 <= col < end_col <= len(code):
+        return "^" * width(code_part(code))
+    return " " * width(code[:col]) + "^" * max(1, width(code[col:end_col]))
+
+
+def width(text: str) -> int:
+    """Terminal cells of ``text`` (wide East Asian characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
 
 
 def num(x, digits: int = 3) -> str:

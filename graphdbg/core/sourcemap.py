@@ -1,87 +1,46 @@
-"""Mapping frames to the user's own code.
+"""Frames as the run file keeps them, and torch's stacks as text.
 
-A *user frame* is the innermost frame outside torch, graphdbg and the Python
-runtime machinery (runpy, importlib, contextlib...). Library code such as
-transformers counts as user code: a break inside it is reported at the
-library's line, with the user's call further up the stack.
-
-Imports neither torch nor textual: the CLI and report use it too.
+Which frame is the user's is decided at capture, by graphdbg.hooks.placement
+(stored as ``frames.internal``); this module only holds the pieces the run
+file and the views share. Imports neither torch nor textual.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import linecache
-import os
 import re
-import sys
-import sysconfig
 from typing import NamedTuple
+
+from .format import code_part, width
 
 
 class Frame(NamedTuple):
+    """A place in a program. ``col``/``end_col``: the caret's span on the
+    line, as 0-based character offsets into the line's code without its
+    indentation (``code[col:end_col]`` is what the caret underlines, ``code``
+    as `code_line` and the run file keep it), end exclusive; None: the whole
+    line (no span known, or it spans the line). ``*frame`` gives all five,
+    in `RunWriter.frame_id`'s order. Equal and hashed as the place (file,
+    line, function), as a tuple of those three is: the same frame seen by two
+    ways (the live stack, torch's text) is one frame, whichever span each
+    gives it."""
     file: str
     line: int
     function: str
+    col: int | None = None
+    end_col: int | None = None
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return tuple.__eq__(self[:3], other[:3])
+        return NotImplemented
 
-def _package_dir(name: str) -> str | None:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.realpath(list(spec.submodule_search_locations)[0]) + os.sep
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
-
-def _internal_prefixes() -> tuple[str, ...]:
-    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # graphdbg/
-    repo = os.path.dirname(here)
-    prefixes = {here + os.sep}
-    # hooks/ and tui/ live beside graphdbg/ in a source checkout.
-    for sub in ("hooks", "tui"):
-        prefixes.add(os.path.join(repo, sub) + os.sep)
-    # console scripts (.venv/bin/graphdbg, pytest) are launchers, not user code
-    prefixes.add(os.path.realpath(sysconfig.get_paths()["scripts"]) + os.sep)
-    prefixes.add(os.path.realpath(os.path.dirname(sys.executable)) + os.sep)
-    # the ONNX exporter's toolchain (graphdbg[onnx]) is torch's side too
-    for pkg in ("torch", "functorch", "graphdbg", "onnx", "onnxscript", "onnx_ir", "onnxruntime"):
-        d = _package_dir(pkg)
-        if d:
-            prefixes.add(d)
-    return tuple(sorted(prefixes))
-
-
-_INTERNAL = _internal_prefixes()
-_STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
-_cache: dict[str, bool] = {}
-
-
-def in_library(filename: str) -> bool:
-    """An installed package's file (site-packages): a library's code, which
-    counts as user code for placement but is not the program's own."""
-    return f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}dist-packages{os.sep}" in filename
-
-
-def is_internal(filename: str) -> bool:
-    """True for frames that are never the user's: torch, graphdbg, stdlib, generated code."""
-    hit = _cache.get(filename)
-    if hit is not None:
-        return hit
-    if not filename or filename.startswith("<"):
-        # <frozen runpy>, <string>, <eval_with_key>.N (FX generated), <torch_package_...>
-        result = True
-    else:
-        real = os.path.realpath(filename)
-        result = real.startswith(_INTERNAL) or (
-            real.startswith(_STDLIB)
-            and "site-packages" not in real
-            and "dist-packages" not in real
-        )
-        # Dynamo's resume functions keep the user's filename; nothing to do here.
-    _cache[filename] = result
-    return result
+    def __hash__(self) -> int:
+        return hash(self[:3])
 
 
 def code_line(file: str, line: int) -> str:
@@ -89,11 +48,53 @@ def code_line(file: str, line: int) -> str:
 
 
 _TB_LINE = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)$')
+_CARET = re.compile(r"^ *[\^~]+ *$")  # traceback's marks under a line's code: ^ and ~
+
+
+def caret_span(code: str, caret: str, indent: int = 4) -> tuple[int | None, int | None]:
+    """(col, end_col) of a `traceback` caret line (``^^^^``, ``~~^~~``) under
+    a code line it printed stripped and indented by ``indent`` spaces: 0-based
+    character offsets into ``code`` (the stripped line), end exclusive; (None,
+    None) when there is none, or it covers the whole line. The caret counts
+    terminal cells; wide characters take two."""
+    if not _CARET.match(caret or "") or not code:
+        return None, None
+    start = len(caret) - len(caret.lstrip(" ")) - indent
+    end = len(caret.rstrip(" ")) - indent
+    if start < 0 or end <= start:
+        return None, None
+    col = end_col = None
+    cells = 0
+    for i, ch in enumerate(code):
+        if col is None and cells >= start:
+            col = i
+        cells += width(ch)
+        if cells >= end:
+            end_col = i + 1
+            break
+    return span(code, col, end_col)
+
+
+def span(code: str | None, col: int | None, end_col: int | None) -> tuple[int | None, int | None]:
+    """(col, end_col) clamped to ``code`` without its trailing comment (a span
+    that runs on to the line's end stops before it); (None, None) when
+    unknown, empty, or covering the whole of the line's code: the whole line
+    is what None means."""
+    if col is None or end_col is None or not code:
+        return None, None
+    end = len(code_part(code))
+    col, end_col = max(0, col), min(end_col, end)
+    if end_col <= col or (col == 0 and end_col >= end):
+        return None, None
+    return col, end_col
 
 
 def parse_traceback(text: str) -> list[tuple[Frame, str]]:
     """Frames (outermost first) with their code text from `traceback.format_list`
-    output, an FX node's `stack_trace`, or the "User code traceback" of a break."""
+    output, an FX node's `stack_trace`, or the "User code traceback" of a break.
+    A caret line under a frame's code (``^^^^``, ``~~^~~``) is its `Frame`'s
+    col/end_col. (torch gives its frames no end line: its carets run on to the
+    end of the line; graphdbg.hooks.placement.columns narrows a node's.)"""
     frames: list[tuple[Frame, str]] = []
     lines = text.splitlines()
     for i, raw in enumerate(lines):
@@ -101,11 +102,15 @@ def parse_traceback(text: str) -> list[tuple[Frame, str]]:
         if not m:
             continue
         code = ""
+        col = end_col = None
         if i + 1 < len(lines) and not _TB_LINE.match(lines[i + 1]):
-            nxt = lines[i + 1].strip()
-            if nxt and not set(nxt) <= set("^~ "):
-                code = nxt
-        frames.append((Frame(m["file"], int(m["line"]), m["func"].strip()), code))
+            nxt = lines[i + 1]
+            if nxt.strip() and not _CARET.match(nxt):
+                code = nxt.strip()
+                if i + 2 < len(lines):
+                    col, end_col = caret_span(code, lines[i + 2],
+                                              indent=len(nxt) - len(nxt.lstrip(" ")))
+        frames.append((Frame(m["file"], int(m["line"]), m["func"].strip(), col, end_col), code))
     return frames
 
 
@@ -119,23 +124,3 @@ def original_function(co_name: str) -> tuple[str, int | None]:
     if m:
         return m["func"], int(m["line"])
     return co_name, None
-
-
-def user_frames(frames) -> list[Frame]:
-    """The frames outside torch, graphdbg and the runtime, in order (outermost
-    first); takes `Frame`s or `traceback.FrameSummary`s."""
-    out = []
-    for f in frames:
-        if isinstance(f, Frame):
-            if not is_internal(f.file):
-                out.append(f)
-        elif not is_internal(f.filename):
-            out.append(Frame(f.filename, f.lineno or 0, f.name))
-    return out
-
-
-def innermost_user(frames: list[Frame]) -> Frame | None:
-    for f in reversed(frames):
-        if not is_internal(f.file):
-            return f
-    return None

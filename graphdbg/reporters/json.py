@@ -25,6 +25,13 @@ def _where(x: Frame | Node | OpStat | Finding) -> dict:
     return {"file": x.file, "line": x.line, "function": x.function, "code": x.code}
 
 
+def _location(f: Finding) -> dict:
+    """A finding's place: `_where`, the caret's span in ``code`` (``col``,
+    ``end_col``: ``code[col:end_col]``; null: the whole line) and a notebook
+    cell's name (``cell``: ``Cell In[3]``, null for a file)."""
+    return {**_where(f), "col": f.col, "end_col": f.end_col, "cell": f.cell}
+
+
 def document(run: Run | str, *, nodes: bool = True) -> dict:
     """The JSON report: run, graphs (with nodes), diagnostics, eager summary.
     ``run``: a `Run` (`graphdbg.open_run`) or a path."""
@@ -78,7 +85,7 @@ def _document(run: Run, with_nodes: bool) -> dict:
     findings = run.findings()
     diagnostics = [{
         "id": d.id, "kind": d.kind, "severity": d.severity,
-        "message": d.message, "reason": d.reason, "hint": d.hint, **_where(d),
+        "message": d.message, "reason": d.reason, "hint": d.hint, **_location(d),
         "stack": [f.as_dict() for f in d.stack],
         "count": d.count, "compile_ids": list(d.compile_ids),
         "graph": d.graph_id, "node": d.node, "op": d.op,

@@ -14,13 +14,17 @@ import re
 import sys
 
 from ..core.errors import GraphdbgError
-from ..core.format import brief, code_part, ms, short
+from ..core.format import at, brief, caret, ms, short
 from ..runfile.details import parse as parse_detail
 from ..runfile.query import (MIN_SAMPLES, CompiledLine, CompileTime, Finding, Graph, KindCount,
                              Run, Sampling)
 from .json import JSON_SCHEMA, document, py_spy_lines, recompile_findings
 
 __all__ = ["JSON_SCHEMA", "document", "main", "newest_run", "print_run_summary", "render"]
+
+# findings whose line gets a caret even without its span (the whole line's code):
+# the line that failed
+CARET_KINDS = ("compile_error", "runtime_error", "malformed_graph")
 
 
 def newest_run(directory: str = ".") -> str:
@@ -129,8 +133,9 @@ def render(run: Run, console) -> None:
             out.append(_problem_head(f))
             if f.code:
                 out.append(f"    [dim]{f.line:>5} │[/] {escape(f.code)}")
-                if f.kind in ("compile_error", "runtime_error", "malformed_graph"):
-                    out.append(f"    {'':>5}   [red]{'^' * len(code_part(f.code))}[/]")
+                if f.col is not None or f.kind in CARET_KINDS:
+                    # under the caret's span; the whole line only where none is known
+                    out.append(f"    {'':>5}   [red]{caret(f.code, f.col, f.end_col)}[/]")
             indented(escape(f.message))
             # (a divergence without a stored detail still gets its line, of unknowns)
             detail = f.detail if f.detail is not None else parse_detail(f.kind, {})
@@ -146,7 +151,7 @@ def render(run: Run, console) -> None:
                 indented(f"[dim]{escape(line)}[/]")
             callers = list(f.stack[:-1])[-2:]
             if callers:
-                chain = " ← ".join(f"{short(c.file)}:{c.line} {c.function}"
+                chain = " ← ".join(f"{at(c.file, c.line, c.cell)} {c.function}"
                                    for c in reversed(callers))
                 indented(f"[dim]called from {escape(chain)}[/]")
 
@@ -214,7 +219,7 @@ _ICONS = {"error": "[red]✖[/]", "warning": "[yellow]▲[/]", "info": "[blue]�
 def _problem_head(f: Finding) -> str:
     """A problem's first line: icon, kind, where, how often."""
     from rich.markup import escape
-    where = f"{short(f.file)}:{f.line}" if f.file else "(no user frame)"
+    where = at(f.file, f.line, f.cell) if f.file else "(no user frame)"
     fn = f" in {escape(f.function)}" if f.function else ""
     times = f"  ×{f.count}" if f.count > 1 else ""
     return f"{_ICONS.get(f.severity, '?')} [bold]{f.kind}[/] [cyan]{escape(where)}[/]{fn}{times}"

@@ -41,11 +41,14 @@ from .details import FindingDetail, parse as parse_detail
 from .records import (CallRow, DiagnosticRow, FrameRow, NodeRow, NodeValueRow, OpRow,
                       OpSummaryRow, StackRow, TensorRow)
 from .schema import COMPILE_PHASES, FORMAT, SCHEMA_VERSION, columns, select
-from ..core.sourcemap import is_internal, original_function
+from ..core.sourcemap import original_function
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
 MIN_SAMPLES = 3  # steady calls a compiled line's time needs before it is called slower than eager
 _CHUNK = 500  # ids per `IN (...)`: well under SQLite's variable limit
+# columns a later schema added to a table: the version that added each (older
+# files are read with NULL there)
+_ADDED = {"frames": {"col": 3, "end_col": 3, "cell": 3}}
 _FRAME_CACHE_MAX = 100_000
 
 
@@ -57,16 +60,23 @@ def _loads(text: str | None) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """A source location; the fields are None when no user frame is known."""
+    """A source location; the fields are None when no user frame is known.
+    `col`/`end_col`: the caret's span, 0-based character offsets into `code`
+    (the line without its indentation), end exclusive; None: the whole line.
+    `cell`: a notebook cell's name as IPython gives it (``Cell In[3]``), for
+    `file` (`graphdbg.core.format.at` writes ``Cell In[3], line 7``)."""
     file: str | None
     line: int | None
     function: str | None
     code: str | None
     id: int | None = None
+    col: int | None = None
+    end_col: int | None = None
+    cell: str | None = None
 
     def as_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "function": self.function,
-                "code": self.code}
+                "code": self.code, "col": self.col, "end_col": self.end_col, "cell": self.cell}
 
 
 NO_FRAME = Frame(None, None, None, None)
@@ -403,6 +413,9 @@ class Finding:
     node: str | None
     op: str | None
     detail: FindingDetail | None  # typed per kind (details.py); None: none stored
+    col: int | None = None         # the caret's span in `code` (see `Frame`)
+    end_col: int | None = None
+    cell: str | None = None        # a notebook cell's name ("Cell In[3]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,6 +511,8 @@ class Run:
         self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._closed = False
         self._frames: dict[int, Frame] = {}
+        self._selects: dict[type, str] = {}
+        self._cell_names: dict[str, str] | None = None
         try:
             rows = self._db().execute("SELECT key, value FROM meta").fetchall()
         except sqlite3.DatabaseError as exc:
@@ -621,9 +636,10 @@ class Run:
         found: dict[int, Frame] = {}
         for start in range(0, len(missing), _CHUNK):
             part = missing[start:start + _CHUNK]
-            for fr in self._rows(select(FrameRow) + f"WHERE id IN ({','.join('?' * len(part))})",
-                                 part, FrameRow):
-                found[fr.id] = Frame(fr.file, fr.line, fr.function, fr.code, fr.id)
+            for fr in self._rows(self._select(FrameRow)
+                                 + f"WHERE id IN ({','.join('?' * len(part))})", part, FrameRow):
+                found[fr.id] = Frame(fr.file, fr.line, fr.function, fr.code, fr.id, fr.col,
+                                     fr.end_col, fr.cell)
         if found:
             with self._lock:
                 if len(self._frames) + len(found) > _FRAME_CACHE_MAX:
@@ -631,6 +647,28 @@ class Run:
                 self._frames.update(found)
             have.update(found)
         return have
+
+    def _select(self, record: type) -> str:
+        """`schema.select` of a record's table, NULL for the columns that a file
+        of an older schema lacks (`_ADDED`: frames' spans and cells before 3)."""
+        sql = self._selects.get(record)
+        if sql is None:
+            added = _ADDED.get(record.TABLE, {})
+            version = self.info.schema_version
+            sql = self._selects[record] = "SELECT " + ", ".join(
+                c if added.get(c, 0) <= version else f"NULL AS {c}" for c in record._fields
+            ) + f" FROM {record.TABLE} "
+        return sql
+
+    def cell_names(self) -> dict[str, str]:
+        """Notebook cells the frames point into: file -> the cell's name as
+        IPython gives it (``Cell In[3]``); none before schema 3."""
+        names = self._cell_names
+        if names is None:
+            names = self._cell_names = {} if self.info.schema_version < _ADDED["frames"]["cell"] \
+                else {r["file"]: r["cell"] for r in self._rows(
+                    "SELECT DISTINCT file, cell FROM frames WHERE cell IS NOT NULL")}
+        return names
 
     def frame(self, frame_id: int | None) -> Frame | None:
         return self._resolve([frame_id]).get(frame_id) if frame_id is not None else None
@@ -772,6 +810,9 @@ class Run:
                 if file and not file.startswith("<") and not os.path.isabs(file):
                     file = os.path.join(self.info.cwd or "", file)  # as Dynamo was given it
                 code[cid] = (func, file, resumed_at or m.get("co_firstlineno"))
+        # which files the capture judged never the user's (frames.internal)
+        internal = {file for (file,) in self._rows(
+            "SELECT DISTINCT file FROM frames WHERE internal = 1")}
         out = []
         for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
                                   "ORDER BY seq", ("graphdbg_compile_time",)):
@@ -788,7 +829,7 @@ class Run:
                 if named is not None:
                     where = (named.function, named.file, named.line)
             user = p.get("user")
-            if user and (not where[1] or is_internal(where[1])) and len(user) == 3:
+            if user and (not where[1] or where[1] in internal) and len(user) == 3:
                 # torch's own code compiled (DDP's forward, a context manager): at the
                 # user's line that started the compile, named as torch's
                 inside = f"{os.path.basename(where[1])}:{where[2]}" if where[1] else "torch"
@@ -1123,7 +1164,8 @@ class Run:
                 function=f.function, code=f.code, stack_id=d.stack, stack=stack, count=d.count,
                 compile_ids=tuple(json.loads(d.compile_ids or "[]")), graph_id=d.graph_id,
                 node=d.node,
-                op=d.op, detail=parse_detail(d.kind, _loads(d.detail))))
+                op=d.op, detail=parse_detail(d.kind, _loads(d.detail)), col=f.col,
+                end_col=f.end_col, cell=f.cell))
         return out
 
     def finding_counts(self) -> dict[str, KindCount]:

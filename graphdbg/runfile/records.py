@@ -29,7 +29,8 @@ class MetaRow(NamedTuple):
 
 
 class SourceRow(NamedTuple):
-    """A snapshot of a user file some frame points into, taken during the run."""
+    """A snapshot of a user file some frame points into, taken during the run
+    (a notebook cell's source, which is on no disk, from the capture)."""
     TABLE = "sources"
     KEY = ("file",)
     file: str
@@ -38,15 +39,20 @@ class SourceRow(NamedTuple):
 
 
 class FrameRow(NamedTuple):
-    """A distinct (file, line, function), interned by `RunWriter.frame_id`."""
+    """A distinct (file, line, function, col, end_col), interned by `RunWriter.frame_id`."""
     TABLE = "frames"
     KEY = ("id",)
     id: int
     file: str                      # absolute, or "<...>" for generated code
     line: int
     function: str
-    code: str | None               # the source line
+    code: str | None               # the source line, without its indentation
     internal: int                  # 1: torch, the standard library or graphdbg
+    # schema 3: the caret's span, 0-based character offsets into `code`, end
+    # exclusive (code[col:end_col]); NULL: the whole line
+    col: int | None = None
+    end_col: int | None = None
+    cell: str | None = None        # schema 3: a notebook cell's name ("Cell In[3]"); NULL: a file
 
 
 class StackRow(NamedTuple):

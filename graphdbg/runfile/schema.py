@@ -10,7 +10,7 @@ import typing
 from .records import RECORDS
 
 FORMAT = "graphdbg-run"
-SCHEMA_VERSION = 2  # 2: node_values
+SCHEMA_VERSION = 3  # 2: node_values; 3: frames.col, end_col, cell
 
 # The phases of a compile, in order, as the `graphdbg_compile_time` events
 # hold them (hooks/record/trace.py `compile_phases` says what each is); they add up

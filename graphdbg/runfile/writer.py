@@ -4,8 +4,8 @@ everything else.
 Design points:
 - schema versioned (`meta.schema_version` and `PRAGMA user_version`), tagged
   with `meta.format = "graphdbg-run"` so foreign files are refused cleanly;
-- frames (file, line, function, code) and stacks (lists of frame ids) are
-  stored once and referred to by id;
+- frames (file, line, function, the caret's span, code) and stacks (lists
+  of frame ids) are stored once and referred to by id;
 - rows are buffered and written in batches, committed at least every
   `commit_interval` seconds, so a crash or Ctrl-C leaves a readable file;
 - only JSON and plain SQL types: opening a run file never executes code.
@@ -28,7 +28,7 @@ from .records import (CallRow, DiagnosticRow, EventRow, FrameRow, GraphRow, Meta
                       NodeTimeRow, NodeValueRow, OpRow, OpSummaryRow, SourceRow, StackRow,
                       TensorRow)
 from .schema import FORMAT, SCHEMA, SCHEMA_VERSION, insert  # shared with the reader
-from ..core.sourcemap import Frame, code_line, is_internal
+from ..core.sourcemap import Frame, code_line, span as sourcemap_span
 
 # the records `RunWriter.add` takes, a row each (the other tables have their
 # own methods: graphs, findings and the op summary are updated in place)
@@ -60,11 +60,24 @@ class RunWriter:
     on autograd worker threads)."""
 
     def __init__(self, path: str, *, commit_interval: float = 1.0,
-                 batch_rows: int = 5000, durable: bool = True) -> None:
+                 batch_rows: int = 5000, durable: bool = True,
+                 is_internal: Callable[[str], bool] = lambda file: file.startswith("<"),
+                 source_of: Callable[[str], tuple[str, str] | None] | None = None) -> None:
         """``durable=False``: no fsync and the rollback journal in memory, for
         runs that are most often deleted (the pytest plugin's, one per test):
         the fsyncs were most of a short run's cost. A machine's crash can lose
-        such a file, and so can the program's dying in the middle of a commit."""
+        such a file, and so can the program's dying in the middle of a commit.
+        ``is_internal``: the capture's rule for which files are never the
+        user's (graphdbg.hooks.placement), stored with each frame; its
+        internal files get no source snapshot. ``source_of``: for a file the
+        capture knows better than the disk, its name and text (a notebook
+        cell: ``("Cell In[3]", its source)``; graphdbg.hooks.placement.cells),
+        asked once per file when a frame first points into it: the name is
+        stored with each of its frames (``frames.cell``), the text as its
+        snapshot. None for the rest, which are read from disk."""
+        self._is_internal = is_internal
+        self._source_of = source_of
+        self._named: dict[str, tuple[str, str]] = {}
         self.path = os.path.abspath(path)
         if os.path.exists(self.path):
             os.remove(self.path)
@@ -105,31 +118,64 @@ class RunWriter:
         self.flush()
 
     # -- interning -------------------------------------------------------
-    def frame_id(self, file: str, line: int, function: str, code: str | None = None) -> int:
+    def frame_id(self, file: str, line: int, function: str, col: int | None = None,
+                 end_col: int | None = None, *, code: str | None = None) -> int:
+        """The id of a frame, interned by (file, line, function, col, end_col):
+        two carets on one line are two frames. ``col``/``end_col``: the
+        caret's span in the line's code (`Frame`: ``frame_id(*frame)``; a
+        (file, line, function) tuple works the same). ``code``: the line as
+        the caller has it (torch's text), else it is read from the file."""
+        if isinstance(col, str):
+            raise TypeError("RunWriter.frame_id: the 4th argument is col; pass the line as code=")
         if not file.startswith("<") and not os.path.isabs(file):
             file = os.path.abspath(file)  # Dynamo keeps co_filename as given on the command line
-        key = (file, line, function)
+        key = (file, line, function, col, end_col)
         fid = self._frames.get(key)
         if fid is None:
             with self._lock:
                 fid = self._frames.get(key)
                 if fid is None:
-                    fid = len(self._frames) + 1
-                    self._frames[key] = fid
-                    self._frame_keys.append(key)
-                    if code is None:
-                        code = code_line(file, line)
-                    self._rows[FrameRow].append(FrameRow(
-                        id=fid, file=file, line=line, function=function, code=code,
-                        internal=int(is_internal(file))))
-                    self._files.add(file)
+                    fid = self._new_frame(key, code)
+        return fid
+
+    def _new_frame(self, key: tuple, code: str | None) -> int:
+        """Intern a frame not seen yet (under the lock): its span checked
+        against its code (a span of the whole line is no span), so one line's
+        whole-line frames are one frame."""
+        file, line, function, col, end_col = key
+        if code is None:
+            code = code_line(file, line)
+        span = sourcemap_span(code, col, end_col)
+        if span != (col, end_col):
+            fid = self._frames.get((file, line, function, *span))
+            if fid is not None:
+                self._frames[key] = fid
+                return fid
+        fid = len(self._frame_keys) + 1
+        self._frames[key] = self._frames[(file, line, function, *span)] = fid
+        self._frame_keys.append((file, line, function, *span))
+        if file not in self._files:
+            self._files.add(file)
+            if self._source_of is not None:
+                try:
+                    named = self._source_of(file)
+                except Exception:  # the capture's helper; never worth a frame
+                    named = None
+                if named is not None:
+                    self._named[file] = named
+        named = self._named.get(file)
+        self._rows[FrameRow].append(FrameRow(
+            id=fid, file=file, line=line, function=function, code=code,
+            internal=int(self._is_internal(file)), col=span[0], end_col=span[1],
+            cell=named[0] if named is not None else None))
         return fid
 
     def stack_id(self, frames: Iterable[Frame | tuple], codes: Iterable[str] | None = None) -> int | None:
-        """Intern a stack given outermost first; returns its id (None if empty)."""
+        """Intern a stack given outermost first; returns its id (None if empty).
+        ``frames``: `Frame`s (their spans kept) or (file, line, function) tuples."""
         codes = list(codes) if codes is not None else None
         ids = tuple(
-            self.frame_id(f[0], f[1], f[2], codes[i] if codes else None)
+            self.frame_id(*f[:5], code=codes[i] if codes else None)
             for i, f in enumerate(frames))
         if not ids:
             return None
@@ -145,14 +191,16 @@ class RunWriter:
         return sid
 
     def frame(self, fid: int) -> dict | None:
-        """file, line, function and code of an interned frame."""
+        """file, line, function, code and span of an interned frame."""
         if not 0 < fid <= len(self._frame_keys):
             return None
-        file, line, function = self._frame_keys[fid - 1]
-        return {"file": file, "line": line, "function": function, "code": code_line(file, line)}
+        file, line, function, col, end_col = self._frame_keys[fid - 1]
+        return {"file": file, "line": line, "function": function, "code": code_line(file, line),
+                "col": col, "end_col": end_col}
 
-    def stack_frames(self, sid: int) -> list[tuple[str, int, str]]:
-        """The frames of an interned stack, outermost first."""
+    def stack_frames(self, sid: int) -> list[tuple[str, int, str, int | None, int | None]]:
+        """The frames of an interned stack, outermost first: (file, line,
+        function, col, end_col), the fields of a `Frame`."""
         if not 0 < sid <= len(self._stack_keys):
             return []
         return [self._frame_keys[i - 1] for i in self._stack_keys[sid - 1]]
@@ -361,17 +409,23 @@ class RunWriter:
 
     def _snapshot_sources(self, db: sqlite3.Connection) -> None:
         """Copy every user file a frame points into, so the source view works
-        after the fact (internal files are skipped: they are large and fixed)."""
+        after the fact (internal files are skipped: they are large and fixed);
+        a notebook cell's from what ``source_of`` gave."""
         for file in self._files - self._snapshotted:
             self._snapshotted.add(file)
-            if is_internal(file):
+            named = self._named.get(file)
+            if named is not None:
+                text = named[1]
+                data = text.encode("utf-8", errors="replace")
+            elif self._is_internal(file):
                 continue
-            try:
-                with open(file, "rb") as fh:
-                    data = fh.read(4 * 1024 * 1024)
-            except OSError:
-                continue
-            text = data.decode("utf-8", errors="replace")
+            else:
+                try:
+                    with open(file, "rb") as fh:
+                        data = fh.read(4 * 1024 * 1024)
+                except OSError:
+                    continue
+                text = data.decode("utf-8", errors="replace")
             db.execute(insert(SourceRow, "INSERT OR REPLACE"),
                        SourceRow(file=file, sha1=hashlib.sha1(data).hexdigest(), text=text))
 

@@ -21,7 +21,6 @@ own (a hook that counts calls) sees one more call, as under export itself.
 from __future__ import annotations
 
 import difflib
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,20 +29,12 @@ import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils import _pytree
 
-from graphdbg.core.sourcemap import is_internal, parse_traceback, user_frames
 
+from ..placement.nodes import node_line
+from ..placement.stack import user_frame
 from .interpreter import EagerReference
 from .numerics import Tolerance, ValueDiff, compare_values, is_finding, worst
 from .subgraphs import clone, preserved_rng, set_rng
-
-
-def node_line(node: torch.fx.Node) -> tuple[str, int] | None:
-    """The user's (file, line) of an exported node, from its ``stack_trace``."""
-    text = node.meta.get("stack_trace")
-    if not text:
-        return None
-    frames = user_frames([f for f, _ in parse_traceback(text)])
-    return (frames[-1].file, frames[-1].line) if frames else None
 
 
 class _LineOps(TorchDispatchMode):
@@ -55,10 +46,8 @@ class _LineOps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        f = sys._getframe(1)
-        while f is not None and is_internal(f.f_code.co_filename):
-            f = f.f_back
-        line = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+        user = user_frame()
+        line = (user.file, user.line) if user is not None else None
         value = out.detach().clone() if isinstance(out, torch.Tensor) else None
         self.ops.append((line, str(func.overloadpacket.__name__), value))
         return out

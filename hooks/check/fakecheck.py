@@ -38,10 +38,10 @@ import torch.fx
 from torch.fx.node import map_arg
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from graphdbg.core.sourcemap import is_internal
 
 from .. import compat
-from ..findings.exceptions import exception_chain
+from ..placement.guards import exception_chain
+from ..placement.internal import is_internal
 from .subgraphs import clone, preserved_rng
 
 MAX_OPS = 4  # custom ops checked per failure, nearest to it first

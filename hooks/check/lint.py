@@ -35,8 +35,9 @@ import torch.fx
 
 from torch.utils._pytree import tree_flatten
 
-from ..record.creation import created_at
-from ..findings.frames import fallback_site, node_target
+from ..placement.creation import created_at
+from ..placement.modules import node_target
+from ..placement.nodes import fallback_site, node_user_frame
 
 _UNKNOWN = object()
 
@@ -64,8 +65,7 @@ class GraphProblem:
         if self.created_at:
             return self.created_at[0], self.created_at[1], True
         if self.stack_trace:
-            from graphdbg.core.sourcemap import innermost_user, parse_traceback
-            user = innermost_user([f for f, _ in parse_traceback(self.stack_trace)])
+            user = node_user_frame(self.stack_trace)
             if user is not None:
                 return user.file, user.line, False
         if self.fallback:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
-from ..findings.frames import node_target
+from ..placement.modules import node_target
 from .gradients import compare_gradients, eager, gradients_of, judge_gradients, nonfinite_gradients
 from .interpreter import AsRanValues, Float64Judge
 from .numerics import Tolerance, ValueDiff, finding

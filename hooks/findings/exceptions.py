@@ -9,24 +9,14 @@ variable, inductor's ``GraphLowering.current_node``, an Interpreter's
 
 from __future__ import annotations
 
-import os
 import re
 
 import torch
 import torch.fx
 
+from ..placement.guards import exception_chain
+
 _NODE_LOCALS = ("n", "node", "current_node", "fx_node", "origin_node")
-
-
-def exception_chain(exc: BaseException) -> list[BaseException]:
-    """exc, then what it wraps (inner_exception, __cause__, __context__)."""
-    chain, seen = [], set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        chain.append(e)
-        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
-    return chain
 
 
 def failing_node(exc: BaseException) -> torch.fx.Node | None:
@@ -60,19 +50,6 @@ def compiler_error(exc: BaseException) -> str | None:
         line = next((ln.strip() for ln in text.splitlines() if "error:" in ln), None)
         if line:
             return line[:300]
-    return None
-
-
-def raised_in_user_code(exc: BaseException):
-    """The innermost user frame (file, line, function) the error was raised
-    from inside torch (a custom pass, lowering or backend), if any."""
-    import traceback
-    from graphdbg.core.sourcemap import is_internal
-    for e in reversed(exception_chain(exc)):
-        frames = traceback.extract_tb(e.__traceback__)
-        for f in reversed(frames):
-            if not is_internal(f.filename):
-                return f.filename, f.lineno or 0, f.name
     return None
 
 
@@ -187,51 +164,3 @@ def last_traced_node(exc: BaseException) -> torch.fx.Node | None:
             if n.meta.get("stack_trace"):
                 return n
     return None
-
-
-_SIZE_SOURCE = re.compile(r"L\['[^'\]]+'\](?:\.size\(\)\[\d+\])?")
-
-
-def constraint_guards(exc: BaseException) -> list[tuple[str, int, str, str]]:
-    """For a violated shape constraint (an export ``Dim`` range, a
-    ``mark_dynamic`` the code specialises): the guards torch added on the
-    sizes it names, each ``(file, line, function, guard)``, at the user's line
-    that made it (the shape environment keeps where each guard came from), in
-    the order they were added. The error itself is raised after tracing, at
-    no line of the program."""
-    from graphdbg.core.sourcemap import is_internal
-    chain = exception_chain(exc)
-    if not any(type(e).__name__ == "ConstraintViolationError"
-               or str(e).startswith("Constraints violated") for e in chain):
-        return []
-    names = set(_SIZE_SOURCE.findall("\n".join(str(e) for e in chain)))
-    envs: list = []
-    for e in chain:
-        tb = e.__traceback__
-        while tb is not None:
-            for v in list(tb.tb_frame.f_locals.values()):
-                if type(v).__name__ == "ShapeEnv" and not any(v is x for x in envs):
-                    envs.append(v)
-            tb = tb.tb_next
-    out = []
-    for env in envs:
-        symbols, said = set(), {}
-        for sym, sources in getattr(env, "var_to_sources", {}).items():
-            for src in sources:
-                name = src.name() if callable(src.name) else src.name
-                said.setdefault(str(sym), re.sub(r"^L\['([^']+)'\]", r"\1", str(name)))
-                if name in names:
-                    symbols.add(sym)
-        for g in getattr(env, "guards", ()):
-            if not symbols & set(getattr(g.expr, "free_symbols", ())):
-                continue
-            loc = getattr(getattr(g, "sloc", None), "framework_loc", None)
-            if loc is None or is_internal(loc.filename):
-                continue
-            # the guard in the program's words: x.size()[0] > 4, not s77 > 4
-            guard = re.sub(r"\b[su]\d+\b", lambda m: said.get(m[0], m[0]), str(g.expr))
-            file = loc.filename if loc.filename.startswith("<") else os.path.abspath(loc.filename)
-            site = (file, loc.lineno or 0, loc.name, guard)
-            if site not in out:
-                out.append(site)
-    return out

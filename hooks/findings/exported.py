@@ -1,10 +1,12 @@
 """Findings of exports (hooks/record/exports.py), each at the user's line:
-an ONNX translation that departs from eager, an exported program that
-computes something else than its model, an op with no ONNX translation, a
-size declared dynamic that the export fixed, an ONNX program not checked.
+a failed export, an ONNX translation that departs from eager, an exported
+program that computes something else than its model, an op with no ONNX
+translation, a size declared dynamic that the export fixed, an ONNX program
+not checked.
 
 A mixin of `Findings` (hooks/findings/writer.py): it writes through the same
-`_add`, with the same keys and severities.
+`_add`, with the same keys and severities, and places findings with the
+checks' `node_site`, `_graph_site` and `_user_call` (checks.py).
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ import torch
 
 from graphdbg.runfile.details import (CheckSkippedDetail, CompileErrorDetail, DivergenceDetail,
                                       SpecializedDetail)
-from graphdbg.core.sourcemap import Frame, code_line, user_frames
+from graphdbg.core.sourcemap import Frame, code_line
 
-from .exceptions import exception_chain, headline
-from .frames import node_source, node_target
+from .common import _SEVERITY, _format_tb
+from .exceptions import (data_dependent_symbols, explain_unsupported, headline, last_traced_node,
+                         symbol_origins)
+from ..placement.exports import strategies
+from ..placement.guards import constraint_guards, exception_chain
+from ..placement.modules import node_target
+from ..placement.nodes import node_source, raised_at, user_frames
+from ..placement.stack import user_stack
 from ..check.numerics import finite_or_none
 
-_SEVERITY = {"miscompile": "error", "shape": "error", "dtype": "error",
-             "precision": "info", "random": "warning"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")   # torch.onnx colours its error text
 _NO_FUNCTION = re.compile(r"No ONNX function found for <OpOverload\(op='([^']+)', overload='([^']+)'\)>")
 
@@ -64,11 +70,248 @@ def _basename_line(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}" + (f" `{code}`" if code else "")
 
 
+_STATIC_SHAPE = re.compile(r"inferred a static shape of (\d+) for dimension inputs\['([^']+)'\]\.shape\[(\d+)\]")
+_CONSTANT = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((\d+)\)")
+_STRATEGY = {"TorchExportNonStrictStrategy": "torch.export.export(strict=False)",
+             "TorchExportStrictStrategy": "torch.export.export(strict=True)",
+             "TorchExportDraftExportStrategy": "torch.export.draft_export"}
+# what fixed a size, by the aten op that did: the way to keep it dynamic
+_TAKES_SIZES = {"view", "reshape", "_unsafe_view", "_reshape_alias", "view_copy", "expand",
+                "unflatten", "as_strided", "zeros", "ones", "empty", "full", "randn", "rand",
+                "arange", "new_zeros", "new_ones", "new_empty", "new_full"}
+_MEETS_TENSOR = {"add", "sub", "mul", "div", "where", "cat", "stack", "mm", "bmm", "matmul",
+                 "addmm", "baddbmm", "copy_", "copy", "masked_fill", "maximum", "minimum",
+                 "eq", "ne", "lt", "le", "gt", "ge", "pow", "rsub", "expand_as"}
+
+
+def _size_name(s: dict) -> str:
+    """`x.size()[0]` for a fixed size's source (`L['x'].size()[0]`)."""
+    return re.sub(r"^L\['([^']+)'\]", r"\1", s.get("source") or s.get("symbol") or "?")
+
+
+def _fixed_sizes(chain: list[BaseException], specialized: list[dict] | None) -> list[dict]:
+    """The sizes declared dynamic that the export failed for fixing: torch's
+    constraint error ("specialized it to be a constant"), torch.onnx's
+    conflict ("inferred a static shape of 2 for dimension inputs['x']
+    .shape[0]"). Those the error names; for a named ``Dim`` (the error says
+    ``batch``, not the input), the first fixed to the number it says."""
+    text = "\n".join(str(e) for e in chain)
+    named = [(f"{m[2]}.size()[{m[3]}]", int(m[1])) for m in _STATIC_SHAPE.finditer(text)]
+    named += [(re.sub(r"^L\['([^']+)'\]", r"\1", m[1]), int(m[2])) for m in _CONSTANT.finditer(text)]
+    placed, seen = [], set()
+    for s in specialized or ():   # once each (torch.onnx's retry fixes it again)
+        if s.get("site") and (_size_name(s), s.get("value")) not in seen:
+            seen.add((_size_name(s), s.get("value")))
+            placed.append(s)
+    return [s for s in placed if (_size_name(s), s.get("value")) in named] \
+        or [s for s in placed if s.get("value") in {v for _, v in named}][:1]
+
+
+def _keep_dynamic(s: dict, declared: dict[str, str] | None) -> str:
+    """What fixed a size declared dynamic, and how to keep it dynamic: by the
+    op that fixed it (a size written as a number, a tensor of fixed size met)."""
+    size = _size_name(s)
+    value = s.get("value")
+    how = (declared or {}).get(size) or s.get("declared")
+    name, _, dim = size.partition(".size()[")
+    shape = f"{name}.shape[{dim.rstrip(']')}]" if dim else "x.shape[...]"
+    op = (s.get("op") or "").removeprefix("aten.").split(".")[0]
+    site = s.get("site")
+    code = (code_line(site[0], site[1]) if site else None) or ""
+    # the call as the line writes it (reshape, not the view it decomposes to)
+    op = next((n for n in sorted(_TAKES_SIZES) if op in _TAKES_SIZES and f"{n}(" in code), op)
+    declared_as = f" (declared dynamic: {how})" if how else ""
+    if op in _TAKES_SIZES:
+        why = f"{op}(...) is given {size} as the number {value}{declared_as}"
+        keep = f"pass -1 or {shape} there"
+    elif op in _MEETS_TENSOR:
+        why = (f"{op} needs {size} equal to a size that is {value} for good{declared_as}: "
+               "a parameter, buffer or table of fixed size")
+        keep = f"slice that tensor to the input (table[:{shape}]) so both grow together"
+    elif op:
+        why = f"{op} makes {size} the number {value}{declared_as}"
+        keep = f"compute the size from the input ({shape}), not from a number"
+    else:   # the line itself decided on the size: a branch, an assert
+        why = f"this line decides on {size} == {value}{declared_as}"
+        keep = f"branch with torch.cond, or compute from {shape} instead of comparing it"
+    static = "leave it out of dynamic_axes" if how == "dynamic_axes" else "declare it Dim.STATIC"
+    return (f"{why}, so the export fixed it to {value} (torch: {s.get('reason')}). To keep it "
+            f"dynamic, {keep}; if it is always {value}, {static}.")
+
+
+def _fixed_message(s: dict, declared: dict[str, str] | None) -> str:
+    size = _size_name(s)
+    how = (declared or {}).get(size) or s.get("declared")
+    site = s.get("site")
+    code = code_line(site[0], site[1]) if site else None
+    return (f"{f'`{code}`' if code else 'the code'} fixes {size} to {s.get('value')}"
+            + (f", which you declared dynamic ({how})" if how else ""))
+
+
+def _strategies(exc: BaseException) -> list[tuple[str, BaseException | None]]:
+    """torch.onnx.export's capture strategies that failed, in the order it
+    tried them, each by the call it made."""
+    return [(_STRATEGY.get(name, name), e) for name, e in strategies(exc)]
+
+
+def _tried(via: str, tried: list[tuple[str, BaseException]]) -> str:
+    return (f"{via} tried {len(tried)} ways to capture the model, and each failed: "
+            + "; ".join(f"{label}: {_ANSI.sub('', headline(e)).rstrip('.')}" for label, e in tried)
+            + ".")
+
+
+def _tried_briefly(tried: list[tuple[str, BaseException]]) -> str:
+    """`strict=False: GuardOnDataDependentSymNode: ...; strict=True: Unsupported: ...`"""
+    return "; ".join(re.sub(r"^torch\.export\.export\((.*)\)$", r"\1", label) + ": "
+                     + _ANSI.sub("", headline(e)).split("\n")[0][:200] for label, e in tried)
+
+
 class ExportFindings:
     """Mixin of `Findings`: the export findings."""
 
+    def export_failure(self, exc: BaseException, strict: bool = False, *,
+                       specialized: list[dict] | None = None, via: str | None = None,
+                       declared: dict[str, str] | None = None, sites=None,
+                       names: list[str] | None = None) -> None:
+        """torch.export raised: the user's line it failed at and, for
+        data-dependent errors, the nodes (and lines) that made the unbacked
+        symbols it could not decide on. ``sites``: the export's `ShapeSites`
+        (where each guard and unbacked symbol was made); ``declared``: the
+        sizes the call declared dynamic, and how. Under torch.onnx.export
+        (``via``), its capture strategies' failures are one finding: a
+        strategy's error Dynamo recorded already (its strict retry) becomes
+        this one."""
+        w = self.writer
+        chain = exception_chain(exc)
+        caller = user_stack()
+        inner: list[Frame] = []
+        for e in chain:  # non-strict export runs the user's forward: its frames are here
+            user = raised_at(e)
+            if len(user) > len(inner):
+                inner = user
+        if not inner:
+            real = next((getattr(e, "real_stack", None) for e in chain
+                         if getattr(e, "real_stack", None)), None)
+            inner = user_frames(real or [])
+        user_id = stack = None
+        guards = constraint_guards(exc, sites, names or ())
+        fixed = _fixed_sizes(chain, specialized)
+        if fixed:  # a size declared dynamic made a constant: at the code that did
+            user_id, stack = self._shape_site(caller, Frame(*fixed[0]["site"]),
+                                              fixed[0].get("stack"))
+        elif guards:  # a Dim range the code does not support: at the code that narrows it
+            user_id, stack = self._shape_site(caller, Frame(*guards[0][:3]), guards[0].stack)
+        elif inner:
+            user_id = w.frame_id(*inner[-1])
+            stack = w.stack_id(caller + inner)
+        else:
+            node = last_traced_node(exc)
+            if node is not None:
+                user_id, node_stack = self.node_site(node)
+                stack = w.stack_id(caller + [Frame(*f) for f in w.stack_frames(node_stack)]) \
+                    if node_stack else None
+        if user_id is None and caller:
+            user_id, stack = self._user_call(caller)
+        data_dependent = any(type(e).__name__ == "GuardOnDataDependentSymNode"
+                             or "data-dependent" in str(e).split("\n", 1)[0] for e in chain)
+        unbacked = self._unbacked(exc, sites) if data_dependent else []
+        tried = [(label, e) for label, e in _strategies(exc) if e is not None] if via else []
+        # torch.onnx colours its error text: the run file keeps plain text
+        reason = _ANSI.sub("", "\n\n".join(
+            [str(e) for e in chain] + [f"{label}: {e}" for label, e in tried[1:]]))[:100000]
+        explanation, hints = explain_unsupported(reason)
+        if len(tried) > 1:
+            explanation = _tried(via, tried) + (f" {explanation}" if explanation else "")
+        fixes = re.search(r"Suggested fixes:\s*\n\s*(.+)", reason)
+        if unbacked:
+            made = "; ".join(
+                f"{u['symbol']} comes from {u['op']}"
+                + (f" at {os.path.basename(u['file'])}:{u['line']}" + (f" `{u['code']}`" if u["code"] else "")
+                   if u["file"] else "") for u in unbacked)
+            hint = (f"{made}. Export cannot know its value: state what holds with torch._check(...) "
+                    "(or torch._check_is_size) after it is made, or branch with torch.cond.")
+        elif fixed:
+            hint = _keep_dynamic(fixed[0], declared)
+            if fixes:
+                hint = f"{hint[:-1]} (torch suggests {fixes[1].strip()})."
+        elif guards:
+            file, line, _, guard = guards[0][:4]
+            hint = (_basename_line(file, line)
+                    + f" makes the guard {guard} on a size you declared dynamic, so not every "
+                    "size in its range works. Narrow the range to what the code supports"
+                    + (f" (torch suggests {fixes[1].strip()})" if fixes else "")
+                    + ", or make the code size-independent (torch.cond, torch._check).")
+        else:
+            hint = hints[0] if hints else None
+        if len(tried) > 1 and hint:
+            hint += (f" {via} tried {len(tried)} ways to capture the model "
+                     f"({', '.join(label for label, _ in tried)}): each fails here.")
+        fields = dict(kind="compile_error", severity="error",
+                      message=f"{via or 'torch.export'} failed: "
+                              + (_fixed_message(fixed[0], declared) if fixed
+                                 else _tried_briefly(tried) if len(tried) > 1 else headline(exc)),
+                      reason=reason, hint=hint, user_frame=user_id, stack=stack,
+                      detail=CompileErrorDetail.of(
+                          export=True, strict=strict, exception=type(exc).__name__,
+                          data_dependent=data_dependent, unbacked=unbacked,
+                          guards=[{"file": f, "line": ln, "function": fn, "guard": g}
+                                  for f, ln, fn, g, _ in guards[:8]],
+                          explanation=explanation, hints=hints, traceback=_format_tb(exc),
+                          **({"via": via} if via else {}),
+                          **({"specialized": [
+                              {"size": _size_name(s), "value": s.get("value"),
+                               "reason": s.get("reason"), "file": s["site"][0],
+                               "line": s["site"][1]} for s in fixed]} if fixed else {})))
+        fields["message"] = fields["message"][:500]
+        # Dynamo recorded it already (a strict export, the ONNX exporter's strict
+        # retry): that finding becomes this one
+        key = next((k for e in [exc, *(e for _, e in tried)] if (k := self.recorded_as(e))), None)
+        if key is not None:
+            self._update(key, **{k: v for k, v in fields.items() if k != "kind"})
+        else:
+            key = f"export|{user_id}|{type(exc).__name__}|{str(exc)[:200]}"
+            self._add(key, **fields)
+        self._remember(exc, key)
+        for _, e in tried:
+            self._remember(e, key)
+
+    def _shape_site(self, caller: list[Frame], site: Frame, stack: list[Frame] | None
+                    ) -> tuple[int | None, int | None]:
+        """(frame id, stack id) of a line the export's shape environment saw:
+        ``stack`` its user's stack there (which starts with the program's call
+        into the export), else the caller's then the line."""
+        w = self.writer
+        frames = list(stack or [site])
+        if frames[-1] == site:   # the same line (a span is not part of a Frame's equality)
+            site = frames[-1] = site if site.col is not None else frames[-1]
+        if not (caller and len(frames) > len(caller)
+                and [f[:3] for f in frames[:len(caller)]] == [f[:3] for f in caller]):
+            frames = caller + frames
+        return w.frame_id(*site), w.stack_id(frames)
+
+    def _unbacked(self, exc: BaseException, sites) -> list[dict]:
+        """Where each unbacked symbol of a data-dependent error was made: the
+        line the export was tracing when torch made it (``sites``), else the
+        line of the node that made it (a non-strict export's node names the
+        forward's line only, not the helper's it called)."""
+        w = self.writer
+        out = []
+        for sym, node in symbol_origins(exc, data_dependent_symbols(exc)):
+            made = sites.unbacked.get(sym) if sites is not None else None
+            if made:
+                f = made[-1]
+                file, line, code = f.file, f.line, code_line(f.file, f.line) or None
+            else:
+                fid, _ = self.node_site(node)
+                row = w.frame(fid) if fid else None
+                file, line, code = (row["file"], row["line"], row["code"]) if row else (None,) * 3
+            out.append({"symbol": sym, "node": node.name, "op": node_target(node),
+                        "file": file, "line": line, "code": code})
+        return out
+
     def onnx_failure(self, exc: BaseException, caller: list[Frame], *, legacy: bool = False,
-                     specialized: list[dict] | None = None) -> None:
+                     specialized: list[dict] | None = None, declared: dict[str, str] | None = None,
+                     sites=None, names: list[str] | None = None) -> None:
         """torch.onnx.export raised. A translation failure (no ONNX function
         for an op) is placed at the line that called the op; a failure of its
         torch.export step as torch.export's own; the legacy TorchScript
@@ -78,7 +321,8 @@ class ExportFindings:
         if "TorchExportError" in names and len(chain) > 1:
             inner = chain[chain.index(next(e for e in chain if type(e).__name__ == "TorchExportError")) + 1:]
             if inner:  # torch.export's own failure, said as such
-                self.export_failure(exc, specialized=specialized, via="torch.onnx.export")
+                self.export_failure(exc, specialized=specialized, via="torch.onnx.export",
+                                    declared=declared, sites=sites, names=names)
                 return
         w = self.writer
         node = _onnx_node(exc)
@@ -88,7 +332,7 @@ class ExportFindings:
         if user_id is None:
             frames = []
             for e in chain:
-                frames = user_frames(traceback.extract_tb(e.__traceback__)) or frames
+                frames = raised_at(e) or frames
             if frames:
                 user_id, stack = w.frame_id(*frames[-1]), w.stack_id(caller + frames)
         if user_id is None and caller:
@@ -122,26 +366,52 @@ class ExportFindings:
 
     def export_specialized(self, graph_id: int, s: dict, kind: str) -> None:
         """A size the user declared dynamic that the export fixed to a number."""
-        w = self.writer
         site = s.get("site")
-        user_id = w.frame_id(*site) if site else None
-        if user_id is None:
-            user_id, _ = self._graph_site(graph_id)
-        size = s.get("source") or s.get("symbol")
-        size = re.sub(r"^L\['([^']+)'\]", r"\1", size or "?")
-        where = _basename_line(site[0], site[1]) if site else "the code"
+        if site:
+            user_id, stack = self._shape_site([], Frame(*site), s.get("stack"))
+        else:
+            user_id, stack = self._graph_site(graph_id)
+        size = _size_name(s)
         via = "torch.onnx.export" if kind == "onnx" else "torch.export"
         self._add(f"specialized|{graph_id}|{size}", kind="export_specialized", severity="warning",
                   message=f"{via} fixed {size} to {s.get('value')}, which you declared dynamic "
                           f"({s.get('declared')})",
-                  hint=f"{where} makes the size a constant ({s.get('reason')}): the exported "
-                       f"program only takes inputs with {size} == {s.get('value')}. Make that line "
-                       "size-independent (compute from x.shape, torch._check for a range), or "
-                       "declare it static (Dim.STATIC) if that is what you mean.",
-                  user_frame=user_id, graph_id=graph_id,
+                  hint=_keep_dynamic(s, None) + f" The exported program only takes inputs with "
+                       f"{size} == {s.get('value')}.",
+                  user_frame=user_id, stack=stack, graph_id=graph_id,
                   detail=SpecializedDetail.of(size=size, value=s.get("value"),
                                               declared=s.get("declared"), symbol=s.get("symbol"),
                                               reason=s.get("reason"), exported=kind))
+
+    def export_narrowed(self, graph_id: int, n: dict, caller: list[Frame]) -> None:
+        """A size declared dynamic that the code supports only up to a bound
+        (a guard torch.onnx's capture deferred), while the ONNX program takes
+        the whole declared range: at the line that narrows it (a slice of a
+        fixed-size table), naming the line that needs the sizes equal."""
+        stack = n.get("stack") or []
+        if stack:
+            user_id, stack_id = self._shape_site(caller, Frame(*stack[-1]), stack)
+        else:
+            user_id, stack_id = self._graph_site(graph_id)
+        size, bound = n["size"], n["max"]
+        upto = f"up to {n['declared_max']}"
+        where = _basename_line(*tuple(stack[-1])[:2]) if stack else "The code"
+        used = n.get("used")
+        then = f", which {_basename_line(*tuple(used[-1])[:2])} needs equal to {size}," if used else ""
+        self._add(f"narrowed|{graph_id}|{size}", kind="export_specialized", severity="warning",
+                  message=f"torch.onnx.export keeps {size} dynamic ({upto}), but the code works "
+                          f"only up to {bound}",
+                  hint=f"{where} limits a length to {bound}{then} so only {n['guard']} works of "
+                       f"the range you declared ({n['declared']}). torch.onnx.export kept the "
+                       f"range and dropped that condition: the ONNX program takes {size} > {bound} "
+                       "and ONNX Runtime fails or computes something else there. Narrow the "
+                       f"range to what the code supports (max={bound}), or make the code work "
+                       "for every size (a larger table, sizes computed from the input).",
+                  user_frame=user_id, stack=stack_id, graph_id=graph_id,
+                  detail=SpecializedDetail.of(size=size, value=bound, declared=n["declared"],
+                                              symbol=n.get("symbol"),
+                                              reason=f"range narrowed: only {n['guard']} works",
+                                              exported="onnx"))
 
     def onnx_not_checked(self, graph_id: int, why: str) -> None:
         user_id, stack = self._graph_site(graph_id)

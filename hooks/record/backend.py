@@ -24,9 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
-import os
 import re
-import sys
 import time
 import weakref
 from typing import Any, Callable
@@ -35,15 +33,19 @@ import torch
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug
 
 from graphdbg.runfile.records import CallRow, EventRow, NodeRow
+from graphdbg.core.sourcemap import Frame
 from graphdbg.runfile.writer import dumps
-from graphdbg.core.sourcemap import in_library, is_internal
 
-from . import creation, ddp, tensorstats
+from . import ddp, tensorstats
 from ..check import lint
 from ..context import CaptureContext
 from ..check.divergence import DivergenceChecker
 from ..findings.writer import Findings
-from ..findings.frames import generated_method, node_source, node_target
+from ..placement import creation
+from ..placement.internal import def_line, in_library, is_internal, unwrap, wrapped_function
+from ..placement.modules import node_target
+from ..placement.nodes import node_source
+from ..placement.stack import called_from, generated_method
 from .ranks import graph_collectives
 from .tensors import TensorKeeper
 
@@ -89,37 +91,63 @@ def _backend_name(wrapper) -> str:
 _OPTIMIZED_CALL = None
 
 
-def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
+def _current_tx():
+    """Dynamo's translator of the frame it is compiling now, if any."""
+    from torch._dynamo.symbolic_convert import tls
+    return getattr(tls, "current_tx", None)
+
+
+def wrapped_entry(tx=None) -> tuple[Any, tuple[str, int, str]] | None:
+    """When the frame Dynamo compiles is a decorator's wrapper (transformers'
+    ``can_return_tuple`` around a model's forward, a user's ``@functools.wraps``
+    decorator): the function under the decorators, and the line of its ``def``."""
+    tx = tx or _current_tx()
+    code = getattr(tx, "f_code", None)
+    if code is None or is_internal(code.co_filename):
+        return None
+    wrapped = wrapped_function(code, getattr(tx, "closure", None))
+    if wrapped is None:
+        return None
+    fn = unwrap(wrapped)
+    site = def_line(fn)
+    return (fn, site) if site is not None else None
+
+
+def whole_compile_name(tx=None) -> tuple[str, tuple[str, int, str], Any] | None:
     """(name, user line, module or function) of the graph Dynamo is compiling
     now, when the frame it traced is torch's own (a module or function
-    compiled whole): the class (or function) name, and the user's
-    ``torch.compile(...)`` line when the session saw it (``Sequential
-    (torch.compile)``), else the user's call that compiled it (``Sequential
-    (called)``). A library's frame is named so only when it is a module
-    compiled whole (a transformers model's forward runs in its ``wrapper``
-    decorator: ``GPT2LMHeadModel (torch.compile)``, not ``wrapper``). None
-    for the user's own frames."""
+    compiled whole) or a decorator's wrapper: the class (or function) name,
+    and the user's ``torch.compile(...)`` line when the session saw it made
+    (``Sequential (torch.compile)``), else the user's call that compiled it
+    (``Sequential (called)``). A module whose forward runs in a decorator's
+    wrapper (transformers' ``can_return_tuple``, a user's own) is named so
+    too (``GPT2LMHeadModel (torch.compile)``, not ``wrapper``); a decorated
+    function after the function it wraps, at its ``def``. A library's frame
+    that is neither is left to Dynamo's name, and so are the user's own frames."""
     global _OPTIMIZED_CALL
-    from torch._dynamo.symbolic_convert import tls
-    tx = getattr(tls, "current_tx", None)
+    tx = tx or _current_tx()
     code = getattr(tx, "f_code", None)
     if code is None:
         return None
+    f_locals = getattr(tx, "f_locals", None) or {}
     if code.co_filename == "<string>":  # exec'd (not a notebook cell's "<ipython-input-…>")
-        owner = (getattr(tx, "f_locals", None) or {}).get("self")
+        owner = f_locals.get("self")
         site = generated_method(owner, code)
         return (site.function, tuple(site), owner) if site is not None else None
-    # a library's frame (transformers' forward `wrapper` decorator) is named
-    # after the module only when it is the module compiled whole
-    library = not is_internal(code.co_filename) and in_library(code.co_filename)
-    if not is_internal(code.co_filename) and not library:
+    internal = is_internal(code.co_filename)
+    library = not internal and in_library(code.co_filename)
+    entry = None if internal else wrapped_entry(tx)
+    if entry is not None and (not isinstance(f_locals.get("self"), torch.nn.Module)
+                              or getattr(entry[0], "__name__", None) != "forward"):
+        fn, site = entry   # a decorated function (or method): after what it wraps
+        return getattr(fn, "__qualname__", None) or site[2], site, fn
+    if not internal and not library and entry is None:
         return None
-    f_locals = getattr(tx, "f_locals", None) or {}
-    # torch's `inner(*args)` compiles `fn`; a library's forward decorator wraps `self`'s
-    root = f_locals.get("self") if library else f_locals.get("fn", f_locals.get("self"))
+    # torch's `inner(*args)` compiles `fn`; a forward's decorator wraps `self`'s
+    root = f_locals.get("self") if not internal else f_locals.get("fn", f_locals.get("self"))
     if root is None:
         return None  # torch's own code (compiled autograd...): nothing of the user's to name
-    if library and not isinstance(root, torch.nn.Module):
+    if not internal and not isinstance(root, torch.nn.Module):
         return None
     if isinstance(root, torch.nn.Module):
         name = type(root).__name__
@@ -129,27 +157,16 @@ def whole_compile_name() -> tuple[str, tuple[str, int, str], Any] | None:
     if _OPTIMIZED_CALL is None:
         from torch._dynamo.eval_frame import OptimizedModule
         _OPTIMIZED_CALL = OptimizedModule.__call__.__code__
-    called = None
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code is _OPTIMIZED_CALL:
-            opt = f.f_locals.get("self")
-            site = creation.module_site(opt) if getattr(opt, "_orig_mod", None) is root else None
-            if site is not None:
-                return f"{name} (torch.compile)", site, root
-            if library:
-                return None
-        elif library and f.f_code is not code and in_library(f.f_code.co_filename):
-            pass  # the library's own frames around the call
-        elif not is_internal(f.f_code.co_filename):
-            if library:
-                return None  # a library function the user's code compiled: its own name
-            called = (os.path.abspath(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
-            break
-        f = f.f_back
+    def compiled_at(f):
+        opt = f.f_locals.get("self")
+        return creation.module_site(opt) if getattr(opt, "_orig_mod", None) is root else None
+
+    site, called = called_from(code, library, _OPTIMIZED_CALL, compiled_at)
+    if site is not None:
+        return f"{name} (torch.compile)", site, root
     if called is None:
-        return None
-    return f"{name} (called)", called, root
+        return None  # (a library function the user's code compiled: its own name)
+    return f"{name} (called)", tuple(called), root
 
 
 def _real_forward(fn: Callable) -> Callable:
@@ -316,16 +333,20 @@ class BackendRecorder:
         cid = torch._guards.CompileContext.current_compile_id()
         graph.compile_id = str(cid) if cid is not None else None
         graph.backend = _backend_name(wrapper)
-        named = whole_compile_name()
+        tx = _current_tx()
+        named = whole_compile_name(tx)
         if named is not None and isinstance(named[2], torch.nn.Module):
             creation.compiled_whole(named[2], named[1])  # before its nodes are placed
+        # graph inputs that only a decorator's wrapper touched: at the wrapped function's def
+        entry = wrapped_entry(tx)
+        entry = Frame(*entry[1]) if entry is not None else None
         n_ops = 0
         for idx, node in enumerate(gm.graph.nodes):
             if node.op in ("call_function", "call_method", "call_module"):
                 n_ops += 1
             value = node.meta.get("example_value", node.meta.get("val"))
             shapes, dtypes = _describe_value(value)
-            user_id, stack, mpath, mcls = node_source(w, node)
+            user_id, stack, mpath, mcls = node_source(w, node, entry)
             if user_id is not None:
                 graph.node_frames[node.name] = user_id
             w.add(NodeRow(graph_id=graph_id, idx=idx, name=node.name, op=node.op,

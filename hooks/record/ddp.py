@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-import sysconfig
+
+from ..placement.internal import is_stdlib
+from ..placement.stack import outward
 
 _DDP_FILE = os.path.join("torch", "_dynamo", "backends", "distributed.py")
 
@@ -35,9 +36,8 @@ def current_bucket() -> dict | None:
     """The bucket DDPOptimizer is compiling now, or None: ``{index, count,
     size_bytes, params, cap_bytes, first_cap_bytes}``, ``params`` in forward
     order (the parameters' names as the graph has them)."""
-    f = sys._getframe(1)
     target = optimizer = None
-    while f is not None:
+    for f in outward():
         code = f.f_code
         if code.co_filename.endswith(_DDP_FILE):
             if code.co_name == "run_node" and target is None:
@@ -46,7 +46,6 @@ def current_bucket() -> dict | None:
             elif code.co_name == "compile_fn":
                 optimizer = f.f_locals.get("self")
                 break
-        f = f.f_back
     buckets = getattr(optimizer, "buckets", None)
     if not buckets or not target or not target.startswith("submod_"):
         return None
@@ -62,7 +61,6 @@ def current_bucket() -> dict | None:
 
 
 _DDP_WRAPPER = os.path.join("torch", "nn", "parallel", "distributed.py")
-_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 _POLYFILLS = os.path.join("torch", "_dynamo", "polyfills") + os.sep
 
 DDP_HINT = (
@@ -90,6 +88,6 @@ def expected_break(frames: list) -> str | None:
             return "ddp"
         if _FSDP in f.file:
             return "fsdp"
-        if not (f.file.startswith(_STDLIB) or _POLYFILLS in f.file):
+        if not (is_stdlib(f.file) or _POLYFILLS in f.file):
             return None
     return None

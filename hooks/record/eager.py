@@ -17,7 +17,6 @@ creates the node whose ``_sequence_nr()`` is N.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -30,7 +29,8 @@ from graphdbg.runfile.records import OpRow
 from .. import compat
 from . import tensorstats
 from ..context import CaptureContext
-from ..findings.frames import ModuleNames, StackWalker
+from ..placement.modules import ModuleNames
+from ..placement.stack import StackWalker
 from .tensors import TensorKeeper
 
 _current_node = torch._C._current_autograd_node
@@ -39,7 +39,6 @@ _perf_ns = time.perf_counter_ns
 _fake_mode_set = torch._C._get_dispatch_mode
 _HigherOrderOperator = torch._ops.HigherOrderOperator
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
-_getframe = sys._getframe
 _Tensor = torch.Tensor
 _describe_json = tensorstats.describe_json
 _stats_json = tensorstats.stats_json
@@ -141,7 +140,7 @@ class EagerRecorder(TorchDispatchMode):
         name = info[1]
         if node is None:
             # from the Dynamo-skipped dispatch outwards (internal frames are skipped)
-            frames, inner, stepping = self.walker.walk(_getframe(2))
+            frames, inner, stepping = self.walker.walk(1)
             phase = "optimizer" if stepping else "forward"
             hit = self._stacks.get(frames)
             if hit is None:
@@ -155,7 +154,7 @@ class EagerRecorder(TorchDispatchMode):
             else:
                 named = self.modules.lookup(inner)
                 if named is None:
-                    named = self.modules.path(self.walker.modules(_getframe(2)))
+                    named = self.modules.path(self.walker.modules(1))
                 mpath, mcls = named
             seq = _sequence_nr() - 1
             # first writer wins: the op that took this sequence number made the node

@@ -48,7 +48,9 @@ from ..check.nodevalues import _distance, value_summary
 from ..check.numerics import Tolerance
 from ..check.subgraphs import preserved_rng, rng_state
 from ..context import CaptureContext
-from ..findings.frames import node_source, node_target
+from ..placement.modules import node_target
+from ..placement.nodes import node_source
+from ..placement.stack import user_stack
 from ..findings.writer import Findings
 from . import dims
 from .backend import _arg_text, _describe_value
@@ -99,8 +101,26 @@ def _model_name(model: Any) -> str:
 
 
 def _user_site() -> list[Frame]:
-    from ..findings.writer import _user_stack
-    return _user_stack()
+    return user_stack()
+
+
+def _names(names) -> list[str]:
+    """The inputs' names (``names()``), or none when they cannot be told."""
+    try:
+        return list(names() or ())
+    except Exception:
+        return []
+
+
+def _declared(dynamic_shapes: Any, dynamic_axes: Any, names: list[str]) -> dict[str, str]:
+    """The sizes an export call declares dynamic (`dims.declared_dynamic`);
+    nothing when it cannot tell."""
+    if dynamic_shapes is None and dynamic_axes is None:
+        return {}
+    try:
+        return dims.declared_dynamic(dynamic_shapes, dynamic_axes, names)
+    except Exception:
+        return {}
 
 
 def _describe(kind: str, obj, declared: dict[str, str], specialized: list[dict], strict: bool,
@@ -121,7 +141,7 @@ def _describe(kind: str, obj, declared: dict[str, str], specialized: list[dict],
                     and key.split(".", 1)[0] in src), None)
         if how is not None:
             fixed.append({**s, "declared": how})
-    meta["specialized"] = [{k: v for k, v in s.items() if k != "site"} | {
+    meta["specialized"] = [{k: v for k, v in s.items() if k not in ("site", "stack", "op")} | {
         "file": s["site"][0] if s.get("site") else None,
         "line": s["site"][1] if s.get("site") else None} for s in fixed] or None
     runtime = None
@@ -227,18 +247,20 @@ class ExportRecorder:
             return orig(*args, **kwargs)   # inside another export (torch.onnx.export, a nested session)
         caller = _user_site()
         strict = bool(kwargs.get("strict", False))
-        ep, seconds, specialized = self._call_export(
-            orig, args, kwargs, caller, "export-error mapper",
-            lambda exc, seen: self.findings.export_failure(exc, strict=strict, specialized=seen))
+        model, ex_args = args[0] if args else kwargs.get("mod"), \
+            (args[1] if len(args) > 1 else kwargs.get("args", ()))
+        names = _names(lambda: dims.input_names(model, ex_args if isinstance(ex_args, tuple) else ()))
+        declared = _declared(kwargs.get("dynamic_shapes"), None, names)
+        ep, seconds, spec = self._call_export(
+            orig, args, kwargs, caller, names, "export-error mapper",
+            lambda exc, spec: self.findings.export_failure(
+                exc, strict=strict, specialized=spec.seen, declared=declared, sites=spec.sites,
+                names=names))
         try:
-            model, ex_args = args[0], (args[1] if len(args) > 1 else kwargs.get("args", ()))
             ex_kwargs = (args[2] if len(args) > 2 else kwargs.get("kwargs")) or {}
             self._exported(
                 "export", ep, model, tuple(ex_args) if isinstance(ex_args, (list, tuple)) else (ex_args,),
-                ex_kwargs, caller, seconds, specialized,
-                dims.declared_dynamic(kwargs.get("dynamic_shapes"), None,
-                                  dims.input_names(model, ex_args if isinstance(ex_args, tuple) else ())),
-                strict=strict)
+                ex_kwargs, caller, seconds, spec, declared, strict=strict)
         except Exception as exc:
             ctx.internal_error("export recorder", exc)
         return ep
@@ -255,30 +277,32 @@ class ExportRecorder:
         ex_kwargs = kwargs.get("kwargs") or {}
         dynamo = kwargs.get("dynamo", True) or isinstance(model, torch.export.ExportedProgram)
         caller = _user_site()
-        program, seconds, specialized = self._call_export(
-            orig, args, kwargs, caller, "onnx-error mapper",
-            lambda exc, seen: self.findings.onnx_failure(exc, caller, legacy=not dynamo,
-                                                         specialized=seen))
+        names = _names(lambda: list(kwargs.get("input_names") or ())
+                       or dims.input_names(model, tuple(ex_args)))
+        declared = _declared(kwargs.get("dynamic_shapes"), kwargs.get("dynamic_axes"), names)
+        program, seconds, spec = self._call_export(
+            orig, args, kwargs, caller, names, "onnx-error mapper",
+            lambda exc, spec: self.findings.onnx_failure(
+                exc, caller, legacy=not dynamo, specialized=spec.seen, declared=declared,
+                sites=spec.sites, names=names))
         if program is None or getattr(program, "exported_program", None) is None:
             return program   # the TorchScript exporter: its failures only
         try:
-            declared = dims.declared_dynamic(kwargs.get("dynamic_shapes"), kwargs.get("dynamic_axes"),
-                                         list(kwargs.get("input_names") or ())
-                                         or dims.input_names(model, tuple(ex_args)))
             self._exported("onnx", program, model, tuple(ex_args), ex_kwargs, caller, seconds,
-                           specialized, declared)
+                           spec, declared)
         except Exception as exc:
             ctx.internal_error("onnx export recorder", exc)
         return program
 
-    def _call_export(self, orig, args: tuple, kwargs: dict, caller: list[Frame], mapper: str,
-                     on_failure) -> tuple[Any, float, list[dict]]:
+    def _call_export(self, orig, args: tuple, kwargs: dict, caller: list[Frame], names: list[str],
+                     mapper: str, on_failure) -> tuple[Any, float, dims.Specializations]:
         """The program's export call, as without graphdbg: (its result, its
-        seconds, the sizes fixed while it ran). Its exception is recorded
-        (``on_failure(exc, fixed sizes)``) and re-raised. While it runs, an
+        seconds, the sizes it fixed and the guards it added, with their lines:
+        `dims.Specializations`, its inputs' ``names`` known). Its exception is
+        recorded (``on_failure(exc, those)``) and re-raised. While it runs, an
         outer session's wrapper (nested captures) and torch.export inside
         torch.onnx.export pass through, and its ops are not the program's."""
-        spec = dims.Specializations()
+        spec = dims.Specializations(names)
         t0 = time.perf_counter()
         _local.busy = True
         try:
@@ -286,23 +310,23 @@ class ExportRecorder:
                 result = orig(*args, **kwargs)
         except Exception as exc:
             try:
-                on_failure(exc, spec.seen)
+                on_failure(exc, spec)
             except Exception as inner:
                 self.ctx.internal_error(mapper, inner)
             raise
         finally:
             _local.busy = False
-        return result, time.perf_counter() - t0, spec.seen
+        return result, time.perf_counter() - t0, spec
 
     # -- a successful export -------------------------------------------------------------
     def _exported(self, kind: str, obj, model, args: tuple, kwargs: dict, caller: list[Frame],
-                  seconds: float, specialized: list[dict], declared: dict[str, str],
+                  seconds: float, spec: dims.Specializations, declared: dict[str, str],
                   strict: bool = False) -> None:
         """A successful export: its graph, what it is, its findings, its checks."""
         ctx = self.ctx
         ep = obj if kind == "export" else obj.exported_program
         gid = self._record_graph(kind, ep, model, caller, seconds)
-        meta, fixed, runtime = _describe(kind, obj, declared, specialized, strict,
+        meta, fixed, runtime = _describe(kind, obj, declared, spec.seen, strict,
                                          ctx.options.compare)
         ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_export",
                                 compile_id=None,
@@ -310,6 +334,9 @@ class ExportRecorder:
                                 payload=None))
         for s in fixed:
             self.findings.export_specialized(gid, s, kind)
+        if kind == "onnx":   # a range the code narrows, which the ONNX program does not check
+            for n in dims.narrowed(ep, spec.sites, declared):
+                self.findings.export_narrowed(gid, n, caller)
         if meta.get("not_checked"):
             self.findings.onnx_not_checked(gid, meta["not_checked"])
         if not ctx.options.compare:

@@ -28,9 +28,9 @@ from typing import Any
 
 from graphdbg.runfile.records import EventRow
 from graphdbg.runfile.writer import dumps
-from graphdbg.core.sourcemap import innermost_user, parse_traceback
 
 from ..context import CaptureContext
+from ..placement.nodes import user_frames_of_text
 
 SAMPLED_CALLS = 6
 _HANDLE = re.compile(r"^[ \t]*# \[Provenance debug handles\] (\S+):(\d+)[ \t]*$", re.M)
@@ -241,11 +241,10 @@ class ModuleKernels:
             if f is not None:
                 by_code.setdefault((f["function"], (f["code"] or "").strip()), []).append((f["line"], fid))
         for text in self.traces.get(key, []):
-            frames = parse_traceback(text)
-            user = innermost_user([f for f, _ in frames])
-            if user is None:
+            frames = user_frames_of_text(text)
+            if not frames:
                 continue
-            code = next((c for f, c in frames if f == user), "")
+            user, code = frames[-1]
             cands = by_code.get((user.function, code.strip()))
             if cands:
                 fid = min(cands, key=lambda c: abs(c[0] - user.line))[1]

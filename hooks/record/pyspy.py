@@ -22,9 +22,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Callable
 
-from graphdbg.core.sourcemap import in_library, is_internal
 from graphdbg.runfile.records import EventRow
 from graphdbg.runfile.writer import dumps
+
+from ..placement.internal import in_library, is_internal
 
 if TYPE_CHECKING:
     from ..context import CaptureContext

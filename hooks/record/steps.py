@@ -18,7 +18,6 @@ is recorded whole (up to --max-ops).
 
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 import torch._dynamo.eval_frame
@@ -26,6 +25,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from ..context import CaptureContext
+from ..placement.stack import outward
 
 
 class StepClock:
@@ -76,14 +76,12 @@ def _in_compiled_call() -> bool:
     with when it returns, so a mode pushed or popped inside it would leave
     the mode stack and the dispatch keys disagreeing (torch then fails on
     the next op): the recorder can only be muted there."""
-    f = sys._getframe(1)
-    while f is not None:
+    for f in outward():
         code = f.f_code
         if code.co_filename == _EVAL_FRAME_FILE and (
                 code.co_name == "compile_wrapper"
                 or "saved_dynamic_layer_stack_depth" in code.co_varnames):
             return True
-        f = f.f_back
     return False
 
 

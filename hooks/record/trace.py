@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import sys
-import traceback
 from typing import Any
 
 import torch._logging._internal as torch_logging
@@ -27,14 +26,15 @@ import torch._logging._internal as torch_logging
 from graphdbg.runfile.records import EventRow
 from graphdbg.runfile.writer import dumps
 from graphdbg.runfile.schema import COMPILE_PHASES
-from graphdbg.core.sourcemap import (Frame, is_internal, original_function, parse_traceback,
-                                     user_frames)
+from graphdbg.core.sourcemap import Frame, original_function, parse_traceback
 
 from .. import compat
 from ..context import CaptureContext
 from ..findings.writer import Findings
-from ..findings.frames import generated_method
 from ..findings.guards import current_value, newest_change, parse_reason
+from ..placement import columns, stack
+from ..placement.internal import is_internal
+from ..placement.stack import generated_method
 from .kernels import KernelTimes
 
 # Kept in the run file's events table (others are dropped: chromium timing
@@ -63,11 +63,9 @@ def _compile_id(md: dict) -> str | None:
 def _frame_being_compiled():
     """The frame Dynamo is recompiling: the ``frame`` argument of torch's
     ``get_and_maybe_log_recompilation_reasons``, which emits the reasons."""
-    f = sys._getframe(1)
-    while f is not None:
+    for f in stack.outward():
         if f.f_code.co_name == "get_and_maybe_log_recompilation_reasons":
             return f.f_locals.get("frame")
-        f = f.f_back
     return None
 
 
@@ -94,7 +92,7 @@ def parse_graph_break(payload: str) -> dict:
     else:
         # "cannot properly resume" variant: stack after "following user code:"
         tb = payload.split("following user code:", 1)[-1].split("\nTraceback (most recent call last)", 1)[0]
-    frames = parse_traceback(tb)
+    frames = columns.narrow(parse_traceback(tb))   # torch's carets run to the line's end
     gb = _GB_ID.search(payload)
     # the first meaningful line of the reason names the kind of break
     headline = next((ln.strip() for ln in reason_lines[1:] if ln.strip()
@@ -261,19 +259,7 @@ class TraceHandler(logging.Handler):
     def _entry_call_site() -> tuple[Frame | None, list[Frame]]:
         """The user's call into compiled code that is being recompiled now: the
         last user frame before the first Dynamo eval_frame frame on the stack."""
-        frames = [Frame(f.filename, f.lineno or 0, f.name)
-                  for f in traceback.extract_stack(sys._getframe(2))]
-        site = None
-        for i, f in enumerate(frames):
-            if f.file.endswith(_EVAL_FRAME):
-                site = next((p for p in reversed(frames[:i]) if not is_internal(p.file)), None)
-                break
-        users = user_frames(frames)
-        if site is None and users:
-            site = users[-1]
-        if site is not None and site in users:
-            users = users[:users.index(site) + 1]
-        return site, users
+        return stack.call_into(lambda code: code.co_filename.endswith(_EVAL_FRAME), skip=2)
 
     # -- compile metrics -------------------------------------------------------------
     def _metrics(self, m: dict, cid: str | None) -> None:
@@ -399,7 +385,7 @@ class RecompileLimitHandler(logging.Handler):
         try:
             limit_type, limit, func_info, reason = record.args[:4]
             self.findings.recompile_limit(limit_type, limit, func_info, reason,
-                                          user_frames(traceback.extract_stack(sys._getframe(1))))
+                                          stack.user_stack())
         except Exception as exc:
             self.ctx.internal_error("recompile-limit handler", exc)
 

@@ -7,20 +7,29 @@ temporary folders, memory addresses, graphdbg's own tracebacks; floats are kept
 to 4 significant digits. Text that torch owns and rewords between releases is
 replaced by TORCH_TEXT (see `torch_owned`): the torch version, torch's reasons,
 explanations and hints, and the text of torch's exceptions after their type.
-Everything else (graphs, nodes, findings with their kind, file, line, node,
-stacks, graphdbg's own messages and hints, details, counts) must match exactly.
+
+`compare` holds a run's document against a golden one. Floats are float32
+results whose last bits differ between CPUs (BLAS kernels, vectorisation), so
+each is compared with the tolerance of what it measures (`FLOAT_FIELDS`, a
+tight default for the rest). Everything else (graphs, nodes, findings with
+their kind, file, line, node, stacks, graphdbg's own messages and hints,
+strings, ints, bools, counts, the keys of each object and the length of each
+list) must match exactly.
 
     python tests/support/golden.py OUT_DIR [SAMPLE ...]   # (re)make documents
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +106,7 @@ def normalize(doc, roots: list[str]):
         if isinstance(v, str):
             return _text(v, roots)
         if isinstance(v, float):
-            return float(f"{v:.4g}")
+            return float(f"{v:.{DIGITS}g}")
         return v
 
     doc = json.loads(json.dumps(doc, default=str))
@@ -118,6 +127,146 @@ def normalize(doc, roots: list[str]):
         for n in g.get("nodes", []):
             n["where"] = _text(f"{n.get('file')}:{n.get('line')}", roots)
     return walk(doc)
+
+
+# -- comparing a run's document with a golden one ------------------------------------
+
+DIGITS = 4             # significant digits a float keeps in the documents
+EPS32 = 2.0 ** -23     # float32's machine epsilon, ~1.19e-07
+
+
+@dataclass(frozen=True)
+class Tol:
+    """How far two values of a float field may be apart: |a - b| <= rel *
+    max(|a|, |b|) + atol * scale, where scale is the tensor's magnitude when the
+    field's object gives one (`_scale`), else 1. With `noise`, values that both
+    lie below it are float32 rounding noise: they only have to agree in order of
+    magnitude (within `factor` of each other, or both within EPS32 of zero).
+    Documents keep DIGITS significant digits, so one unit in the last kept digit
+    is always allowed on top: two values a hair apart may round to neighbours."""
+    what: str
+    rel: float = 0.0
+    atol: float = 0.0
+    noise: float = 0.0
+    factor: float = 1.0
+
+    def allows(self, want: float, got: float, scale: float = 1.0) -> bool:
+        if want == got or (math.isnan(want) and math.isnan(got)):
+            return True
+        if not (math.isfinite(want) and math.isfinite(got)):
+            return False  # inf against anything else, nan against a number
+        big, small = max(abs(want), abs(got)), min(abs(want), abs(got))
+        if (self.noise and big <= self.noise and (want >= 0) == (got >= 0)
+                and (big <= self.factor * small or big <= EPS32)):
+            return True
+        quantum = 10.0 ** (math.floor(math.log10(big)) - (DIGITS - 1))
+        return abs(want - got) <= self.rel * big + self.atol * scale + quantum
+
+    def __str__(self) -> str:
+        parts = [f"rel {self.rel:g}"] + ([f"abs {self.atol:.2g} x scale"] if self.atol else [])
+        if self.noise:
+            parts.append(f"within x{self.factor:g} below {self.noise:.2g}")
+        return f"{self.what}: " + ", ".join(parts) + f", +1 unit in digit {DIGITS}"
+
+
+# an error against the float64 judge (rmse): at float32 rounding level (~EPS32 x the
+# tensor's magnitude, up to magnitudes ~100) it is noise whose size, not value, counts
+FP64_ERROR = Tol("error against float64", rel=1e-3, noise=128 * EPS32, factor=4)
+# the max difference a real divergence shows: set by the faulty op, rounding moves it
+# in the 4th-5th digit; the small abs covers a difference that is itself noise
+DIVERGENCE = Tol("max difference", rel=1e-3, atol=4 * EPS32)
+# a statistic of a tensor's values: accumulation order moves it by ~EPS32 x magnitude
+# (a mean near 0 of values ~1 moves by that much too, hence abs x the tensor's scale)
+STATS = Tol("value statistic", rel=1e-4, atol=1e-6)
+# any float not listed: tight; list a field here rather than loosen this
+DEFAULT = Tol("float", rel=1e-4)
+
+# a float field's key (fnmatch pattern) -> its tolerance; the first match wins
+FLOAT_FIELDS: dict[str, Tol] = {
+    "*_vs_fp64": FP64_ERROR,        # eager_vs_fp64, compiled_vs_fp64
+    "max_abs": DIVERGENCE,          # the diverging node's, and `isolated`'s
+    "max_rel": DIVERGENCE,
+    "output_max_abs": DIVERGENCE,   # the divergence as the model's output sees it
+    "output_max_rel": DIVERGENCE,
+    "min": STATS, "max": STATS, "mean": STATS, "std": STATS, "norm": STATS,
+    "absmax": STATS,
+}
+_SCALE_KEYS = ("absmax", "min", "max")  # a stats object's magnitude
+
+
+def tolerance(key: str | None) -> Tol:
+    for pattern, tol in FLOAT_FIELDS.items():
+        if key is not None and fnmatch.fnmatchcase(key, pattern):
+            return tol
+    return DEFAULT
+
+
+def _scale(obj: dict) -> float:
+    """The magnitude of the tensor whose statistics `obj` holds, 1 if unknown."""
+    m = [abs(obj[k]) for k in _SCALE_KEYS
+         if isinstance(obj.get(k), float) and math.isfinite(obj[k])]
+    return max(m) if m else 1.0
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    path: str
+    want: object
+    got: object
+    why: str
+
+    def __str__(self) -> str:
+        def show(v):
+            return "(none)" if v is MISSING else json.dumps(v, sort_keys=True)[:200]
+        return f"{self.path}: golden {show(self.want)}, this run {show(self.got)} ({self.why})"
+
+
+MISSING = object()  # a key or list item that one of the documents lacks
+
+
+def compare(want, got) -> tuple[list[Mismatch], object]:
+    """Where `got` (a run's normalised document) differs from `want` (the golden
+    one), and `got` with each float that is within tolerance replaced by the
+    golden's, so a text diff of `want` against it shows only the differences."""
+    out: list[Mismatch] = []
+
+    def walk(w, g, path: str, key: str | None, scale: float):
+        if type(w) is float and type(g) is float:
+            tol = tolerance(key)
+            if tol.allows(w, g, scale):
+                return w
+            out.append(Mismatch(path, w, g, str(tol)))
+            return g
+        if type(w) is not type(g):
+            out.append(Mismatch(path, w, g, f"{type(w).__name__} != {type(g).__name__}"))
+            return g
+        if isinstance(w, dict):
+            s = _scale(w)
+            aligned = {}
+            for k in list(w) + [k for k in g if k not in w]:
+                p = f"{path}.{k}" if path else k
+                if k not in g:
+                    out.append(Mismatch(p, w[k], MISSING, "missing in this run"))
+                elif k not in w:
+                    out.append(Mismatch(p, MISSING, g[k], "not in the golden"))
+                    aligned[k] = g[k]
+                else:
+                    aligned[k] = walk(w[k], g[k], p, k, s)
+            return aligned
+        if isinstance(w, list):
+            aligned = [walk(a, b, f"{path}[{i}]", key, scale)
+                       for i, (a, b) in enumerate(zip(w, g))]
+            for i in range(len(g), len(w)):
+                out.append(Mismatch(f"{path}[{i}]", w[i], MISSING, "missing in this run"))
+            for i in range(len(w), len(g)):
+                out.append(Mismatch(f"{path}[{i}]", MISSING, g[i], "not in the golden"))
+            return aligned + g[len(w):]
+        if w != g:
+            out.append(Mismatch(path, w, g, "differs"))
+        return g
+
+    aligned = walk(want, got, "", None, 1.0)
+    return out, aligned
 
 
 def roots_for(root: Path) -> list[str]:

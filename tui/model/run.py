@@ -16,9 +16,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from graphdbg.core.format import brief, code_part, ms, num, short
-from graphdbg.reporters.report import (backend_label, export_text, hint_and_fixes, model_name,
-                                       specialized_lines)
+from graphdbg.core.format import at, brief, ms, num, short, width
+from graphdbg.core.format import caret as marks
+from graphdbg.reporters.report import (CARET_KINDS, backend_label, export_text, hint_and_fixes,
+                                       model_name, specialized_lines)
 from graphdbg.runfile.details import (CompileErrorDetail, DivergenceDetail, GraphBreakDetail,
                                       NanInfDetail, SpecializedDetail)
 from graphdbg.runfile.query import (SEVERITIES, CompileTime, Finding, Graph, Node, NodeValue,
@@ -39,7 +40,11 @@ KIND_MARKS = {"graph_break": "B", "recompile": "R", "compile_error": "C",
               "check_skipped": "S", "export_specialized": "X"}
 
 
-def where(file: str | None, line: int | None) -> str:
+def where(file: str | None, line: int | None, cell: str | None = None) -> str:
+    """A line's place in a narrow column: ``model.py:12``; a notebook cell
+    as IPython names it (``Cell In[3], line 7``)."""
+    if cell:
+        return at(file, line, cell)
     return f"{brief(file)}:{line}" if file else "-"
 
 
@@ -159,7 +164,7 @@ class ProblemsModel:
     def cells(f: Finding) -> tuple[str, str, str, str]:
         times = f" ×{f.count}" if f.count > 1 else ""
         return (f"{ICONS.get(f.severity, '?')} {f.severity}", KIND_LABELS.get(f.kind, f.kind),
-                where(f.file, f.line), one_line(f.message) + times)
+                where(f.file, f.line, f.cell), one_line(f.message) + times)
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         return [self.cells(f) for f in self.findings]
@@ -215,7 +220,7 @@ def problem_preview(f: Finding | None) -> str:
         out.append("hint: " + one_line(f.hint, 400))
     callers = list(f.stack[:-1])[-2:]
     if callers:
-        out.append("called from " + " ← ".join(f"{brief(c.file)}:{c.line} {c.function}"
+        out.append("called from " + " ← ".join(f"{where(c.file, c.line, c.cell)} {c.function}"
                                                for c in reversed(callers)))
     return "\n".join(out)
 
@@ -262,9 +267,12 @@ def export_numbers(detail: object) -> list[tuple[str, str]]:
 
 
 def source_excerpt(lines: Sequence[str], line: int | None, around: int = 3,
-                   code: str | None = None, caret: bool = False) -> list[Line]:
+                   code: str | None = None, caret: bool = False,
+                   col: int | None = None, end_col: int | None = None) -> list[Line]:
     """The lines around `line` (1-based) with the line marked; falls back to
-    the finding's own code when the snapshot lacks the file."""
+    the finding's own code when the snapshot lacks the file. ``caret``: marks
+    under the line, under ``code[col:end_col]`` (the caret's span in the
+    line's code) when given, else under the whole line's code."""
     out: list[Line] = []
     if line is None:
         return out
@@ -272,20 +280,19 @@ def source_excerpt(lines: Sequence[str], line: int | None, around: int = 3,
         if code:
             out.append(Line("current", f"{line:>5} │ {code}"))
             if caret:
-                out.append(Line("caret", f"{'':>5}   {'^' * len(code_part(code))}"))
+                out.append(Line("caret", f"{'':>5}   {marks(code, col, end_col)}"))
         return out
     lo, hi = max(1, line - around), min(len(lines), line + around)
     for i in range(lo, hi + 1):
         text = lines[i - 1]
         out.append(Line("current" if i == line else "code", f"{i:>5} │ {text}"))
         if i == line and caret:
-            stripped = text.lstrip()
-            pad = len(text) - len(stripped)
-            out.append(Line("caret", f"{'':>5}   {' ' * pad}{'^' * len(code_part(stripped))}"))
+            stripped = text.strip()
+            pad = width(text[:len(text) - len(text.lstrip())])
+            # the span is in the finding's code: not this line's if the file changed since
+            span = (col, end_col) if code is None or stripped == code else (None, None)
+            out.append(Line("caret", f"{'':>5}   {' ' * pad}{marks(stripped, *span)}"))
     return out
-
-
-CARET_KINDS = ("compile_error", "runtime_error", "malformed_graph")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -294,12 +301,13 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
     the run file's snapshot), the message, torch's full reason, the numbers
     of a divergence, the hint, and the call chain."""
     out = [Line("title", f"{ICONS.get(f.severity, '?')} {KIND_LABELS.get(f.kind, f.kind)} "
-                         f"({f.severity}) {short(f.file) if f.file else '(no user frame)'}"
-                         f"{':' + str(f.line) if f.line else ''}"
+                         f"({f.severity}) {at(f.file, f.line, f.cell) if f.file else '(no user frame)'}"
                          f"{' in ' + f.function if f.function else ''}"
                          f"{'  ×' + str(f.count) if f.count > 1 else ''}")]
     lines = re.split(r"\r\n|\r|\n", source) if source else []
-    out += source_excerpt(lines, f.line, code=f.code, caret=f.kind in CARET_KINDS)
+    out += source_excerpt(lines, f.line, code=f.code,
+                          caret=f.col is not None or f.kind in CARET_KINDS, col=f.col,
+                          end_col=f.end_col)
     out.append(Line("label", "message"))
     out += [Line("text", t) for t in (f.message or "").splitlines() or [""]]
     nums = divergence_numbers(f.detail) if f.kind in ("divergence", "nan_inf") else []
@@ -335,7 +343,7 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
     if f.stack:
         out.append(Line("label", "call chain (innermost last)"))
         for fr in f.stack:
-            out.append(Line("code", f"  {short(fr.file)}:{fr.line} in {fr.function}"))
+            out.append(Line("code", f"  {at(fr.file, fr.line, fr.cell)} in {fr.function}"))
             if fr.code:
                 out.append(Line("dim", f"      {fr.code.strip()}"))
     return out
@@ -684,6 +692,7 @@ class SourceModel:
         self.focus_line: int | None = None
         self.rows: list[SourceRow] = []
         self.total_lines = 0
+        self.names: dict[str, str] = {}  # notebook cells' names ("Cell In[3]"), by file
 
     def first_line(self, file: str) -> int | None:
         """The line of the first finding in `file` (where the view opens)."""
@@ -697,6 +706,7 @@ class SourceModel:
             if f.file in files and f.file not in with_findings:
                 with_findings.append(f.file)
         self.files = with_findings + [f for f in files if f not in with_findings]
+        self.names = self.run.cell_names()
         return self.files
 
     WINDOW = 4000  # lines shown at once around the focus line (snapshots go to 4 MB)
@@ -710,6 +720,7 @@ class SourceModel:
         """The rows of at most `window` lines (WINDOW by default) centred on
         `line`, and the file's line count (a query: from a worker)."""
         window = self.WINDOW if window == -1 else window
+        self.names = self.run.cell_names()
         lines = self.run.source_lines(file)
         total = len(lines)
         if window is not None and total > window:
@@ -772,11 +783,12 @@ class SourceModel:
         if self.file is None:
             return "Source: no snapshotted file" if not self.files else "Source"
         n = len(self.files)
-        at = f":{self.focus_line}" if self.focus_line else ""
+        # a notebook cell as IPython names it: "Cell In[3], line 7"
+        place = at(self.file, self.focus_line, self.names.get(self.file))
         part = (f"lines {self.rows[0].line}-{self.rows[-1].line} of {self.total_lines}; "
                 if self.rows and len(self.rows) < self.total_lines else "")
-        return (f"{short(self.file)}{at}  ({part}{self.files.index(self.file) + 1}/{n} files; "
-                f"[ ] other files)" if self.file in self.files else short(self.file))
+        return (f"{place}  ({part}{self.files.index(self.file) + 1}/{n} files; "
+                f"[ ] other files)" if self.file in self.files else place)
 
     @staticmethod
     def cells(r: SourceRow) -> tuple[str, str, str]:

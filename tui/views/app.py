@@ -324,7 +324,7 @@ class ProblemScreen(DetailScreen):
         self.run, self.finding = run, finding
         f = finding
         self.heading = (f"Problem #{f.id}: {m.KIND_LABELS.get(f.kind, f.kind)} at "
-                        f"{m.where(f.file, f.line)}")
+                        f"{m.where(f.file, f.line, f.cell)}")
 
     def make_lines(self) -> list:
         f = self.finding
@@ -527,7 +527,8 @@ class GraphdbgCommands(Provider):
                         f"({m.backend_label(g)})",
                         partial(app.open_graph, g.id), f"{g.n_nodes} nodes"))
         for file in list(app.source.files):
-            out.append((f"Source: {file}", partial(app.show_source, file,
+            name = app.source.names.get(file) or file   # a notebook cell: "Cell In[3]"
+            out.append((f"Source: {name}", partial(app.show_source, file,
                                                    app.source.first_line(file)), "snapshot"))
         return out
 

@@ -38,13 +38,12 @@ import weakref
 
 import torch.fx
 
-from graphdbg.core.sourcemap import is_internal
+from .internal import is_internal, is_stdlib
 
 Site = tuple  # (file, line, function)
 
 _FX_DIR = os.path.dirname(torch.fx.__file__) + os.sep
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_STDLIB = (os.path.dirname(functools.__file__) + os.sep,)
 _SITES: "weakref.WeakKeyDictionary[torch.fx.Node, Site]" = weakref.WeakKeyDictionary()
 _TRACED: "weakref.WeakKeyDictionary[torch.fx.Node, Site]" = weakref.WeakKeyDictionary()
 _orig_create_node = None
@@ -97,7 +96,7 @@ def _creator() -> tuple[Site, bool] | None:
             transformer = transformer or file == _TRANSFORMER
             f = f.f_back
             continue
-        if file.startswith(_STDLIB) and "site-packages" not in file:
+        if is_stdlib(file):
             f = f.f_back
             continue
         if is_internal(file):
