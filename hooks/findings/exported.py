@@ -70,7 +70,9 @@ def _basename_line(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}" + (f" `{code}`" if code else "")
 
 
-_STATIC_SHAPE = re.compile(r"inferred a static shape of (\d+) for dimension inputs\['([^']+)'\]\.shape\[(\d+)\]")
+# torch 2.13 names the input (inputs['x']), 2.15 its position (inputs[0])
+_STATIC_SHAPE = re.compile(
+    r"inferred a static shape of (\d+) for dimension inputs\[(?:'([^']+)'|\d+)\]\.shape\[(\d+)\]")
 _CONSTANT = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((\d+)\)")
 _STRATEGY = {"TorchExportNonStrictStrategy": "torch.export.export(strict=False)",
              "TorchExportStrictStrategy": "torch.export.export(strict=True)",
@@ -96,7 +98,9 @@ def _fixed_sizes(chain: list[BaseException], specialized: list[dict] | None) -> 
     .shape[0]"). Those the error names; for a named ``Dim`` (the error says
     ``batch``, not the input), the first fixed to the number it says."""
     text = "\n".join(str(e) for e in chain)
-    named = [(f"{m[2]}.size()[{m[3]}]", int(m[1])) for m in _STATIC_SHAPE.finditer(text)]
+    # (a size named by position only is matched by its value, below)
+    named = [(f"{m[2]}.size()[{m[3]}]" if m[2] else None, int(m[1]))
+             for m in _STATIC_SHAPE.finditer(text)]
     named += [(re.sub(r"^L\['([^']+)'\]", r"\1", m[1]), int(m[2])) for m in _CONSTANT.finditer(text)]
     placed, seen = [], set()
     for s in specialized or ():   # once each (torch.onnx's retry fixes it again)
