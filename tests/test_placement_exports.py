@@ -168,6 +168,10 @@ def test_the_onnx_exporters_retries_are_one_export_finding_at_the_if(doc):
     assert "strict=True: Unsupported: Data-dependent branching" in d["message"]
     assert "torch.export.export(strict=False): GuardOnDataDependentSymNode" in det["explanation"]
     assert "torch.export.export(strict=True): Unsupported" in det["explanation"]
+    assert [(t["strategy"], t["exception"]) for t in det["strategies"]] == [
+        ("torch.export.export(strict=False)", "GuardOnDataDependentSymNode"),
+        ("torch.export.export(strict=True)", "Unsupported")]
+    assert all(t["message"] for t in det["strategies"])
     # the unbacked value is made at the `if` (the node names only the forward's line)
     assert [(u["line"], u["op"]) for u in det["unbacked"]] == \
         [(line("branch onnx"), "torch.ops.aten.item.default")]

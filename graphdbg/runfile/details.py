@@ -165,6 +165,7 @@ class CompileErrorDetail(Detail):
     guards: list | None = None         # [{file, line, function, guard}]
     via: str | None = None             # torch.onnx.export: its torch.export step failed
     specialized: list | None = None    # [{size, value, reason, file, line}] sizes fixed while it ran
+    strategies: list | None = None     # [{strategy, exception, message}] an exporter's tries, in order
     # torch.onnx.export's translation
     onnx: bool | None = None
     legacy_exporter: bool | None = None  # the TorchScript exporter (dynamo=False)

@@ -262,6 +262,10 @@ class ExportFindings:
                                   for f, ln, fn, g, _ in guards[:8]],
                           explanation=explanation, hints=hints, traceback=_format_tb(exc),
                           **({"via": via} if via else {}),
+                          **({"strategies": [
+                              {"strategy": label, "exception": type(e).__name__,
+                               "message": _ANSI.sub("", headline(e)).split("\n")[0][:300]}
+                              for label, e in tried]} if len(tried) > 1 else {}),
                           **({"specialized": [
                               {"size": _size_name(s), "value": s.get("value"),
                                "reason": s.get("reason"), "file": s["site"][0],
