@@ -205,3 +205,13 @@ def test_torch_text_carets_are_narrowed_to_the_expression_at_the_caret():
     assert narrowed("branch", "x.sum()") == "x.sum() > 0"                   # the if's test
     assert narrowed("item", "x.abs()") == "x.abs().max().item()"            # the outermost call
     assert narrowed("skipped call", "hash(") == 'hash(name.encode("utf-8"))'  # not the % around it
+
+
+def test_a_long_hint_is_cut_after_a_sentence_or_a_word_and_says_so():
+    from graphdbg.core.format import clip
+    assert clip("short", 400) == "short"
+    text = "First sentence here. Second one is long enough to pass the limit of it"
+    assert clip(text, 36) == "First sentence here. …"
+    assert clip(text, 45) == "First sentence here. Second one is long…"
+    assert clip("word " * 20, 23) == "word word word word…"
+    assert all(len(clip(text, n)) <= n + 2 for n in range(5, 80))

@@ -32,6 +32,18 @@ def at(file: str | None, line: int | None, cell: str | None = None) -> str:
     return f"{short(file)}:{line}" if line else short(file)
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut after a whole sentence where
+    one ends in its second half, else after a whole word, marked with "…"."""
+    if len(text) <= limit:
+        return text
+    end = text.rfind(". ", 0, limit)
+    if end >= limit // 2:
+        return text[:end + 1] + " …"
+    end = text.rfind(" ", 0, limit)
+    return text[:end if end > 0 else limit].rstrip(" ,;:") + "…"
+
+
 def brief(path: str | None) -> str:
     """The file name alone (tables are narrow)."""
     return os.path.basename(path) if path else "?"

@@ -14,7 +14,7 @@ import re
 import sys
 
 from ..core.errors import GraphdbgError
-from ..core.format import at, brief, caret, ms, short
+from ..core.format import at, brief, caret, clip, ms, short
 from ..runfile.details import parse as parse_detail
 from ..runfile.query import (MIN_SAMPLES, CompiledLine, CompileTime, Finding, Graph, KindCount,
                              Run, Sampling)
@@ -144,7 +144,7 @@ def render(run: Run, console) -> None:
                 indented(f"[dim]{escape(summary)}[/]")
             hint, fixes = hint_and_fixes(f.hint, getattr(detail, "fixes", None))
             if hint:
-                indented(f"[green]hint:[/] {escape(hint.splitlines()[0][:300])}")
+                indented(f"[green]hint:[/] {escape(clip(hint.splitlines()[0], 400))}")
             for fix in fixes:   # one way out a line, wrapped under its dash
                 indented(f"[green]-[/] {escape(fix)}", 8)
             for line in specialized_lines(getattr(detail, "specialized", None)):
