@@ -123,6 +123,19 @@ def skip_dynamo(fn: Callable) -> Callable:
     return fn
 
 
+def is_restart(exc: BaseException) -> bool:
+    """Whether ``exc`` is Dynamo's own signal to trace the frame again
+    (``RestartAnalysis`` and its kinds: a backend that finds a scalar it can
+    make a tensor raises ``TensorifyScalarRestartAnalysis``): torch catches it
+    and compiles the frame anew, so it is never the program's error.
+    2.13–2.15 have it in ``torch._dynamo.exc``."""
+    try:
+        from torch._dynamo.exc import RestartAnalysis
+    except ImportError:
+        return False
+    return isinstance(exc, RestartAnalysis)
+
+
 def unwrap_cleanup_error(exc: BaseException) -> BaseException:
     """The compile error that ``exc`` hides, when ``exc`` was raised by torch
     while it cleaned up after that error.

@@ -326,3 +326,30 @@ def test_successful_export_is_unchanged_by_graphdbg(tmp_path):
     # (only the exported module's own call computes an addmm)
     assert [o["count"] for o in doc["eager"]["top_ops"] if o["op"] == "aten.addmm.default"] == [1]
 
+
+
+def _prints_a_sum(x):
+    print("sum", x.sum().item())     # a break; the float goes on to the resumed frame
+    return x.relu()
+
+
+@pytest.mark.usefixtures("clean_torch")
+def test_dynamos_restart_of_a_frame_is_no_compile_error(tmp_path, capsys):
+    """torch 2.13's aot_eager raises TensorifyScalarRestartAnalysis on the
+    resumed frame that gets the printed float: Dynamo catches it and traces
+    the frame again. It was a ✖ compile_error ("backend 'aot_eager' failed")
+    at the user's print; it is torch's restart, and its graph says so."""
+    import graphdbg
+    from graphdbg.hooks import compat
+    run = tmp_path / "r.run"
+    torch._dynamo.reset()
+    f = torch.compile(_prints_a_sum, backend="aot_eager")
+    with graphdbg.capture(str(run)):
+        for n in range(3):
+            f(torch.randn(4) + n)
+    doc = report_doc(run)
+    assert [d["kind"] for d in doc["diagnostics"] if d["severity"] == "error"] == []
+    statuses = [g["status"] for g in doc["graphs"]]
+    assert "compile_error" not in statuses
+    if compat.torch_release() == (2, 13):   # later releases trace it without a restart
+        assert "restarted" in statuses

@@ -415,6 +415,7 @@ def _graph_cells(g: Graph) -> tuple[str, ...]:
             escape(f"{brief(g.file)}:{g.line}" if g.file else "?"),
             escape(backend_label(g)), str(g.n_nodes),
             "[red]failed[/]" if g.status == "compile_error" else
+            "[dim]restarted[/]" if g.status == "restarted" else
             f"{compile_s:.2f} s" if compile_s else "-",
             str(g.calls), ms(g.mean_call_ns),
             # fastest compiled call slower than the nodes' eager time: flagged

@@ -81,7 +81,7 @@ class GraphRow(NamedTuple):
     n_inputs: int | None = None
     backend_time_s: float | None = None
     compile_time_s: float | None = None  # the whole frame's compile
-    status: str | None = None      # compiling | compiled | compile_error
+    status: str | None = None      # compiling | compiled | compile_error | restarted (by Dynamo)
     error: str | None = None
     graph_code: str | None = None  # the FX graph's Python
     created_seq: int | None = None  # in the seq order shared with ops and calls

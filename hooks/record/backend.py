@@ -37,6 +37,7 @@ from graphdbg.core.sourcemap import Frame
 from graphdbg.runfile.writer import dumps
 
 from . import ddp, tensorstats
+from .. import compat
 from ..check import lint
 from ..context import CaptureContext
 from ..check.divergence import DivergenceChecker
@@ -291,10 +292,12 @@ class BackendRecorder:
             compiled = orig(wrapper, gm, example_inputs, **kwargs)
         except BaseException as exc:
             graph.backend_time_s = time.perf_counter() - t0
-            ctx.writer.put_graph(graph_id, status="compile_error",
+            # Dynamo's signal to trace the frame again: torch's, not a failure
+            restart = compat.is_restart(exc)
+            ctx.writer.put_graph(graph_id, status="restarted" if restart else "compile_error",
                                  backend_time_s=graph.backend_time_s,
                                  error=f"{type(exc).__name__}: {exc}"[:20000])
-            if isinstance(exc, Exception):
+            if isinstance(exc, Exception) and not restart:
                 try:
                     # a pass inside the backend may have broken the graph it was given
                     check = None
