@@ -110,7 +110,9 @@ def parse_traceback(text: str) -> list[tuple[Frame, str]]:
                 if i + 2 < len(lines):
                     col, end_col = caret_span(code, lines[i + 2],
                                               indent=len(nxt) - len(nxt.lstrip(" ")))
-        frames.append((Frame(m["file"], int(m["line"]), m["func"].strip(), col, end_col), code))
+        # (a resumed frame's `torch_dynamo_resume_in_f_at_19` is the user's `f`)
+        func = original_function(m["func"].strip())[0]
+        frames.append((Frame(m["file"], int(m["line"]), func, col, end_col), code))
     return frames
 
 

@@ -17,7 +17,7 @@ import traceback
 
 import torch
 
-from graphdbg.core.sourcemap import Frame, parse_traceback
+from graphdbg.core.sourcemap import Frame, original_function, parse_traceback
 
 from . import columns, creation
 from .internal import is_internal, is_internal_frame, is_passthrough, wrapper_at
@@ -30,7 +30,8 @@ def user_frames(frames) -> list[Frame]:
     out = []
     for f in frames:
         if not isinstance(f, Frame):
-            f = Frame(f.filename, f.lineno or 0, f.name, *columns.of_summary(f))
+            f = Frame(f.filename, f.lineno or 0, original_function(f.name)[0],
+                      *columns.of_summary(f))
         if not is_internal_frame(f.file, f.line, f.function):
             out.append(f)
     return out

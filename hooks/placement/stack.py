@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from graphdbg.core.sourcemap import Frame
+from graphdbg.core.sourcemap import Frame, original_function
 
 from . import columns
 from .internal import in_library, is_internal, is_passthrough
@@ -47,7 +47,7 @@ def _as_frame(f: FrameType) -> Frame:
     c = f.f_code
     file = c.co_filename
     return Frame(file if file.startswith("<") else os.path.abspath(file), f.f_lineno or 0,
-                 c.co_name, *columns.of_frame(f))
+                 original_function(c.co_name)[0], *columns.of_frame(f))
 
 
 def user_frame(skip: int = 0) -> Frame | None:
