@@ -5,7 +5,10 @@ every view.
 - `schema` — the format's tag and version, and the SQL made from the records;
 - `writer` — `RunWriter`: batched, thread-safe, crash-safe writes;
 - `query` — `Run`: typed, paged, thread-safe reads (the only SQL outside
-  the writer);
+  the writer), composed of `query_core` (opening, connections, frames,
+  stacks, sources), `query_graphs` (graphs, nodes, node values, calls, kept
+  tensors), `query_findings` and `query_time` (where the time goes);
+- `readrecords` — the typed records `Run` returns (re-exported by `query`);
 - `details` — a finding's detail, typed per kind, with the text views show.
 
 May import `graphdbg.core`; never torch, rich or textual.

@@ -1,0 +1,302 @@
+"""Where `Run`'s time goes (a mixin of `Run`, query.py): compile times by
+phase, inductor's kernel times and the compiled time per user line, py-spy's
+samples, the eager ops (paged, streamed, summed per line), and the time per
+source line, eager and compiled.
+
+Reads through `RunCore`'s helpers (query_core.py) and the graphs of
+`GraphQueries.graphs` (query_graphs.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Collection, Iterator
+
+from ..core.sourcemap import original_function
+from .readrecords import (CompiledLine, CompileTime, KernelTime, LineTime, Op, OpStat, SampledLine,
+                          Sampling, SourceLine, _loads)
+from .records import OpRow, OpSummaryRow
+from .schema import COMPILE_PHASES, select
+
+
+class TimeQueries:
+    """Mixin of `Run`: compile, kernel, eager and per-line times; py-spy's samples."""
+
+    def sampling(self) -> Sampling | None:
+        """py-spy's samples of the run (None without --py-spy)."""
+        rows = self._rows("SELECT metadata, payload FROM events WHERE name = ? ORDER BY seq DESC "
+                          "LIMIT 1", ("py_spy_samples",))
+        if not rows:
+            return None
+        meta = (_loads(rows[0]["metadata"]) or {}).get("py_spy_samples") or {}
+        lines = tuple(SampledLine(str(file), int(line), str(function), int(n))
+                      for file, line, function, n, *_ in (_loads(rows[0]["payload"]) or []))
+        return Sampling(int(meta.get("samples") or 0), int(meta.get("rate") or 0),
+                        str(meta.get("file") or ""), lines)
+
+    def compile_times(self) -> list[CompileTime]:
+        """Every compile's time by phase, in the order they happened (empty
+        for runs recorded before graphdbg kept it)."""
+        graphs: dict[str, list] = {}
+        for g in self.graphs():
+            graphs.setdefault(g.compile_id, []).append(g)
+        # a compile that made no graph (a frame that broke at once, or was
+        # skipped) is named by the code torch's metrics say it compiled
+        code: dict[str, tuple] = {}
+        for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ?",
+                                  ("compilation_metrics",)):
+            m = (_loads(md) or {}).get("compilation_metrics") or {}
+            if m.get("co_name"):
+                func, resumed_at = original_function(m["co_name"])
+                file = m.get("co_filename")
+                if file and not file.startswith("<") and not os.path.isabs(file):
+                    file = os.path.join(self.info.cwd or "", file)  # as Dynamo was given it
+                code[cid] = (func, file, resumed_at or m.get("co_firstlineno"))
+        # which files the capture judged never the user's (frames.internal)
+        internal = {file for (file,) in self._rows(
+            "SELECT DISTINCT file FROM frames WHERE internal = 1")}
+        out = []
+        for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
+                                  "ORDER BY seq", ("graphdbg_compile_time",)):
+            p = (_loads(md) or {}).get("graphdbg_compile_time") or {}
+            gs = graphs.get(cid, [])
+            first = gs[0] if gs else None
+            where = (first.function, first.file, first.line) if first else code.get(cid, (None,) * 3)
+            if not first and (where[1] or "").startswith("<"):
+                # generated code ("<string>": a dataclass __init__): as a graph of the
+                # same frame was named, after its class at the line that built it
+                frame = (cid or "").rsplit("/", 1)[0] + "/"
+                named = next((g for c, gl in graphs.items() for g in gl if (c or "").startswith(frame)
+                              and g.file and not g.file.startswith("<")), None)
+                if named is not None:
+                    where = (named.function, named.file, named.line)
+            user = p.get("user")
+            if user and (not where[1] or where[1] in internal) and len(user) == 3:
+                # torch's own code compiled (DDP's forward, a context manager): at the
+                # user's line that started the compile, named as torch's
+                inside = f"{os.path.basename(where[1])}:{where[2]}" if where[1] else "torch"
+                where = (f"{where[0] or '?'} ({inside})", user[0], user[1])
+            out.append(CompileTime(
+                cid or "?", tuple(g.id for g in gs), *where,
+                float(p.get("total") or 0.0), {k: float(p.get(k) or 0.0) for k in COMPILE_PHASES},
+                p.get("fx_cache") or {}, p.get("aot_cache") or {}, bool(p.get("failed"))))
+        return out
+
+    def kernel_times(self) -> list[KernelTime]:
+        """Every timed kernel of inductor-compiled graphs, in the order the
+        graphs were compiled and the kernels run (empty without inductor, or
+        with --no-kernel-times)."""
+        graphs = {g.compile_id: g for g in self.graphs()}
+        recs = [(cid, (_loads(md) or {}).get("graphdbg_kernel_times") or {})
+                for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
+                                          "ORDER BY seq", ("graphdbg_kernel_times",))]
+        frames = self._resolve(f for _, r in recs for k in r.get("kernels") or () for f in k.get("frames") or ())
+        out = []
+        for cid, r in recs:
+            if r.get("broken"):
+                continue
+            g = graphs.get(cid)
+            calls = int(r.get("calls") or 0)
+            if g is not None and r.get("part") != "backward":
+                calls = g.calls  # the program's calls, as the backend counted them
+            for k in r.get("kernels") or ():
+                out.append(KernelTime(
+                    cid or "?", g.id if g else None, r.get("part"), str(k.get("name")),
+                    int(k.get("handle") or 0), k.get("ns"), k.get("first_ns"), calls,
+                    tuple(frames[f] for f in k.get("frames") or () if f in frames),
+                    tuple(k.get("nodes") or ()), int(r.get("calls_timed") or 0) > 1,
+                    int(k.get("samples", max(0, int(r.get("calls_timed") or 0) - 1)))))
+        return out
+
+    def compiled_lines(self, limit: int | None = None) -> list[CompiledLine]:
+        """Compiled kernel time per user line, most first (see `CompiledLine`)."""
+        acc: dict[tuple, dict] = {}
+        graphs_timed: set[int] = set()
+        for k in self.kernel_times():
+            if not k.frames or k.ns is None:
+                continue
+            share = k.ns / len(k.frames)
+            for f in k.frames:
+                a = acc.setdefault((f.file, f.line), {"frame": f, "total": 0.0, "fw": 0.0, "bw": 0.0,
+                                                       "kernels": [], "graphs": [], "steady": True,
+                                                       "samples": None})
+                if k.part != "backward":
+                    a["steady"] = a["steady"] and k.steady
+                    a["samples"] = k.samples if a["samples"] is None else min(a["samples"], k.samples)
+                a["total"] += share * k.calls
+                a["bw" if k.part == "backward" else "fw"] += share
+                if k.name not in a["kernels"]:
+                    a["kernels"].append(k.name)
+                if k.graph_id is not None and k.graph_id not in a["graphs"]:
+                    a["graphs"].append(k.graph_id)
+                if k.graph_id is not None:
+                    graphs_timed.add(k.graph_id)
+        eager: dict[tuple, int] = {}
+        if graphs_timed:
+            ids = sorted(graphs_timed)
+            for file, line, ns in self._rows(
+                    "SELECT f.file, f.line, SUM(t.eager_ns) FROM node_times t JOIN nodes n "
+                    "ON n.graph_id = t.graph_id AND n.name = t.node JOIN frames f ON f.id = n.user_frame "
+                    f"WHERE t.graph_id IN ({','.join('?' * len(ids))}) GROUP BY f.file, f.line", ids):
+                eager[(file, line)] = ns
+        out = [CompiledLine(f.file, f.line, f.function, f.code, int(a["total"]), int(a["fw"]),
+                            int(a["bw"]), eager.get(key), tuple(a["kernels"]), tuple(a["graphs"]),
+                            a["steady"], a["samples"] or 0)
+               for key, a in acc.items() for f in (a["frame"],)]
+        out.sort(key=lambda c: (-c.total_ns, c.file, c.line))
+        return out if limit is None else out[:limit]
+
+    # -- eager ops --------------------------------------------------------------------
+    # frames come from the frame cache, not a join: a million ops share a few
+    # thousand frames, and each joined row would copy their strings
+    _OP_SQL = select(OpRow)
+
+    def _ops(self, rows: list[OpRow]) -> list[Op]:
+        frames = self._resolve(o.user_frame for o in rows)
+        out = []
+        for o in rows:
+            f = self._at(o.user_frame, frames)
+            out.append(Op(o.seq, o.op, o.phase, o.time_ns, o.module_path, o.module_class,
+                          o.user_frame, o.stack, f.file, f.line, f.function, f.code,
+                          o.shapes, o.dtypes, o.stats))
+        return out
+
+    def ops(self, offset: int = 0, limit: int | None = 100, *,
+            after_seq: int | None = None) -> list[Op]:
+        """A page of recorded eager ops, in execution order. ``after_seq``
+        (the last `seq` of the previous page) finds the page by index instead
+        of counting `offset` rows: constant time deep into a large run."""
+        where, args = ("WHERE seq > ? ", [after_seq]) if after_seq is not None else ("", [])
+        return self._ops(self._rows(self._OP_SQL + where + "ORDER BY seq LIMIT ? OFFSET ?",
+                                    (*args, -1 if limit is None else limit, offset), OpRow))
+
+    def iter_ops(self, *, lines: Collection[tuple[str, int]] | None = None,
+                 phase: str | None = None) -> Iterator[Op]:
+        """Recorded eager ops in execution order, optionally only those at
+        the given (file, line) pairs and of one phase."""
+        where, args = [], []
+        if lines is not None:
+            ids = self._frame_ids_at(lines)
+            if not ids:
+                return
+            where.append(f"user_frame IN ({','.join('?' * len(ids))})")
+            args += ids
+        if phase is not None:
+            where.append("phase = ?")
+            args.append(phase)
+        for rows in self._batches(self._OP_SQL + (f"WHERE {' AND '.join(where)} " if where else "")
+                                  + "ORDER BY seq", args, OpRow):
+            yield from self._ops(rows)
+
+    def _frame_ids_at(self, lines: Collection[tuple[str, int]]) -> list[int]:
+        want = set(lines)
+        return [fid for fid, file, line in self._iter("SELECT id, file, line FROM frames")
+                if (file, line) in want]
+
+    def _by_line(self, sql: str) -> dict[tuple, int]:
+        """Rows (frame id, ..., n) summed per (file, line, ...) of the frame;
+        a missing frame counts as (None, None)."""
+        rows = self._rows(sql)
+        frames = self._resolve(fid for fid, *_ in rows)
+        out: dict[tuple, int] = {}
+        for fid, *rest, n in rows:
+            f = self._at(fid, frames)
+            key = (f.file, f.line, *rest)
+            out[key] = out.get(key, 0) + (n or 0)
+        return out
+
+    def op_groups(self) -> dict[tuple, int]:
+        """How often each op ran at each line: {(file, line, op, phase): count}
+        of the recorded ops (file and line None without a user frame)."""
+        return self._by_line("SELECT user_frame, op, phase, COUNT(*) FROM ops "
+                             "GROUP BY user_frame, op, phase")
+
+    def op_stats(self, limit: int | None = 20) -> list[OpStat]:
+        """The op summary, most total time first."""
+        rows = self._rows(select(OpSummaryRow) + "ORDER BY total_ns DESC LIMIT ?",
+                          (-1 if limit is None else limit,), OpSummaryRow)
+        frames = self._resolve(s.user_frame for s in rows)
+        out = []
+        for s in rows:
+            f = self._at(s.user_frame, frames)
+            out.append(OpStat(s.op, s.phase, s.count, s.total_ns, s.max_ns, s.module_path or None,
+                              s.user_frame, f.file, f.line, f.function, f.code))
+        return out
+
+    def eager_totals(self) -> tuple[int, int]:
+        """(ops, total ns) of every eager op, recorded one by one or not."""
+        r = self._rows("SELECT COALESCE(SUM(count),0) AS ops, COALESCE(SUM(total_ns),0) AS ns "
+                       "FROM op_summary")[0]
+        return r["ops"], r["ns"]
+
+    # -- where the time goes ----------------------------------------------------------
+    def hot_lines(self, limit: int | None = 20, *, recorded_ops_only: bool = False) -> list[LineTime]:
+        """Time per source line, most first (then by file and line).
+
+        A line's time is `eager_ns` + `compiled_ns`:
+        - eager_ns: the eager ops whose user frame is at that line, from the
+          op summary (every op, also those past `--max-ops`), or with
+          ``recorded_ops_only`` from the ops recorded one by one;
+        - compiled_ns: see `_compiled_by_line`.
+        Lines without a file are left out.
+        """
+        col, table = ("time_ns", "ops") if recorded_ops_only else ("total_ns", "op_summary")
+        eager = self._by_line(f"SELECT user_frame, SUM({col}) FROM {table} "
+                              "WHERE user_frame IS NOT NULL GROUP BY user_frame")
+        times = {k: [ns, 0] for k, ns in eager.items() if k[0]}
+        for key, ns in self._compiled_by_line().items():
+            times.setdefault(key, [0, 0])[1] += ns
+        out = [LineTime(f, ln, e, c) for (f, ln), (e, c) in times.items()]
+        out.sort(key=lambda t: (-t.total_ns, t.file, t.line if t.line is not None else -1))
+        return out if limit is None else out[:limit]
+
+    def _compiled_by_line(self) -> dict[tuple[str, int], int]:
+        """Compiled time per line: a graph whose kernels were timed
+        (inductor) counts each kernel's time at the lines it computes (a
+        share each when fused from several) and the rest of its call time
+        (wrapper, guards, allocation, a cold first call) at the compiled
+        function's first line (`Graph.file`, `Graph.line`); its backward
+        kernels count at the forward lines they differentiate. Other graphs
+        count their whole call time at the compiled function's first line."""
+        out: dict[tuple[str, int], int] = {}
+        kernel_ns: dict[int, float] = {}
+        for k in self.kernel_times():
+            if not k.frames or k.ns is None:
+                continue
+            share = k.ns / len(k.frames) * k.calls
+            for f in k.frames:
+                out[(f.file, f.line)] = out.get((f.file, f.line), 0) + int(share)
+            if k.graph_id is not None and k.part != "backward":
+                kernel_ns[k.graph_id] = kernel_ns.get(k.graph_id, 0.0) + k.ns * k.calls
+        for gid, file, line, ns in self._iter(
+                "SELECT g.id, g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
+                "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
+                "g.code_file != '' GROUP BY g.id"):
+            rest = max(0, int(ns - kernel_ns.get(gid, 0)))
+            if rest:
+                out[(file, line)] = out.get((file, line), 0) + rest
+        return out
+
+    def source_lines(self, file: str) -> list[SourceLine]:
+        """A snapshotted file line by line, with the time spent at each line
+        (as `hot_lines`) and the findings reported there; [] if not kept."""
+        text = self.source(file)
+        if text is None:
+            return []
+        lines = re.split(r"\r\n|\r|\n", text)
+        if lines and lines[-1] == "":
+            lines.pop()
+        eager: dict[int, int] = {}
+        for line, ns in self._rows(
+                "SELECT f.line, SUM(s.total_ns) FROM op_summary s JOIN frames f "
+                "ON f.id = s.user_frame WHERE f.file = ? GROUP BY f.line", (file,)):
+            eager[line] = ns or 0
+        compiled = {ln: ns for (f, ln), ns in self._compiled_by_line().items() if f == file}
+        found: dict[int, list[int]] = {}
+        for line, fid in self._rows(
+                "SELECT f.line, d.id FROM diagnostics d JOIN frames f ON f.id = d.user_frame "
+                "WHERE f.file = ? ORDER BY d.id", (file,)):
+            found.setdefault(line, []).append(fid)
+        return [SourceLine(i, t, eager.get(i, 0), compiled.get(i, 0), tuple(found.get(i, ())))
+                for i, t in enumerate(lines, 1)]
