@@ -97,10 +97,14 @@ class RankWatch:
         """The program is about to wait in a collective (an eager c10d op, a
         compiled graph that issues one), where it may hang: what the
         recorders hold goes to the writer now, so that the watcher's next
-        commit has it (at most every DRAIN_EVERY_S: DDP's gradient hooks
-        allreduce once per bucket)."""
+        commit has it (with statistics waiting on a device, at most every
+        DRAIN_EVERY_S: DDP's gradient hooks allreduce once per bucket)."""
         now = time.monotonic()
-        if now - self._drained < DRAIN_EVERY_S:
+        queue = self.ctx.stats_queue
+        # a drain that starts device reductions (DDP's buckets on a GPU) waits
+        # DRAIN_EVERY_S; a host-only one is cheap and always runs: what ran
+        # before a collective is written, however fast the program got there
+        if now - self._drained < DRAIN_EVERY_S and queue is not None and queue.device_work:
             return
         self._drained = now
         with self.ctx.own_work():
