@@ -89,9 +89,15 @@ def test_each_rank_writes_its_own_file_in_the_jobs_folder(clean):
     assert len(jobs) == 1 and None not in jobs
 
 
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
 def test_the_observer_rule_on_two_ranks(clean, runs):
     plain = runs.job("ddp-plain", "ddp_clean.py", plain=True)
-    assert plain.returncode == 0, plain.stderr[-3000:]
+    # torch alone (no graphdbg here) now and then aborts a rank in its own
+    # teardown, after destroy_process_group ("terminate called without an
+    # active exception", about 1 run in 10 here): the losses are printed before
+    assert plain.returncode == 0 or TEARDOWN_ABORT in plain.stderr, plain.stderr[-3000:]
     expected = losses(plain.stdout)
     assert sorted(expected) == [0, 1] and all(len(v) == 5 for v in expected.values())
     assert losses(clean.stdout) == expected     # bitwise: float.hex
