@@ -1,11 +1,11 @@
-"""graphdbg.reporters.diff on runs written with RunWriter (no torch): alignment by line,
+"""graphdbg.analysis.diff on runs written with RunWriter (no torch): alignment by line,
 op and occurrence when the two runs are out of step, and the streaming merge."""
 
 import json
 import math
 
-from graphdbg.reporters import diff
-from graphdbg.reporters.diff import diff_runs
+from graphdbg.analysis import diff
+from graphdbg.analysis.diff import diff_runs
 from graphdbg.runfile.query import Run
 from graphdbg.runfile.records import CallRow, NodeRow, OpRow
 from graphdbg.runfile.writer import RunWriter

@@ -47,7 +47,7 @@ def test_diff_finds_the_first_divergence_on_the_recorded_steps(tmp_path, nudge_a
     """Two runs record the same steps, so their ops align as before. A
     difference on a recorded step is found at its line and step; one on a
     step left out shows at the first recorded step after it (its values)."""
-    from graphdbg.reporters.diff import diff_runs
+    from graphdbg.analysis.diff import diff_runs
     with graphdbg.capture(str(tmp_path / "a.run"), eager_steps=(2, 5)):
         _train()
     with graphdbg.capture(str(tmp_path / "b.run"), eager_steps=(2, 5)):

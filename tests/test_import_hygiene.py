@@ -31,7 +31,7 @@ def test_help_lists_commands_and_run_options():
 
 def test_query_layer_views_and_commands_import_no_torch_textual_or_rich():
     # every command module (registry() imports them all); rich only inside functions
-    code = ("import sys, graphdbg.runfile.query, graphdbg.reporters.report, graphdbg.reporters.diff, graphdbg.core.format\n"
+    code = ("import sys, graphdbg.runfile.query, graphdbg.reporters.report, graphdbg.reporters.diff, graphdbg.analysis.diff, graphdbg.core.format\n"
             "from graphdbg.commands import registry\n"
             "assert {'run', 'report', 'diff'} <= set(registry())\n"
             "bad = sorted(m for m in sys.modules\n"

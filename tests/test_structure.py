@@ -98,10 +98,11 @@ MAY_IMPORT = {
     "graphdbg.runfile": {"graphdbg.core"},
     "graphdbg.hooks.placement": {"graphdbg.core"},
     "graphdbg.hooks": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks.placement"},
-    "graphdbg.reporters": {"graphdbg.core", "graphdbg.runfile"},
-    "graphdbg.tui": {"graphdbg.core", "graphdbg.runfile", "graphdbg.reporters"},
+    "graphdbg.analysis": {"graphdbg.core", "graphdbg.runfile"},
+    "graphdbg.reporters": {"graphdbg.core", "graphdbg.runfile", "graphdbg.analysis"},
+    "graphdbg.tui": {"graphdbg.core", "graphdbg.runfile", "graphdbg.analysis", "graphdbg.reporters"},
     "graphdbg": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks", "graphdbg.hooks.placement",
-                 "graphdbg.reporters", "graphdbg.tui"},
+                 "graphdbg.analysis", "graphdbg.reporters", "graphdbg.tui"},
 }
 
 
@@ -151,6 +152,7 @@ def test_floor_and_views_import_no_torch():
         pkg = _package(name)
         banned = {"graphdbg.core": ("torch", "rich", "textual"),
                   "graphdbg.runfile": ("torch", "rich", "textual"),
+                  "graphdbg.analysis": ("torch", "rich", "textual", "sqlite3"),
                   "graphdbg.reporters": ("torch", "textual"),
                   "graphdbg.tui": ("torch",)}.get(pkg, ())
         for node in ast.walk(ast.parse(path.read_text())):

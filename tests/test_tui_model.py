@@ -642,7 +642,7 @@ def pair_runs(runs, tmp_path_factory):
 
 @group("export-views-pair")
 def test_graphdbg_diff_pairs_an_onnx_graph_with_its_counterpart(pair_runs, tmp_path):
-    from graphdbg.reporters.diff import diff_runs
+    from graphdbg.analysis.diff import diff_runs
     from graphdbg.tui.model.diff import DiffModel
     d = diff_runs(pair_runs["good"], pair_runs["bad"])
     (e,) = d.exports

@@ -40,8 +40,15 @@ class DiffCommand:
             return main_diff(args.run_a, args.json)
         if args.run_b is None:
             raise UsageError("give two run files, or a job's folder of rank<R>.run files")
-        from ..reporters.diff import main
-        return main(args.run_a, args.run_b, args.json, args.rtol)
+        from ..analysis.diff import diff_runs
+        from .output import console, write_json
+        diff = diff_runs(args.run_a, args.run_b, rtol=args.rtol)
+        if args.json:
+            write_json(diff.as_dict())
+        else:
+            from ..reporters.diff import render
+            render(diff, console())
+        return 1 if diff.differs else 0  # values or shapes differ
 
 
 COMMAND = DiffCommand()

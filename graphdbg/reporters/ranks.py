@@ -24,7 +24,7 @@ user's line:
 
 Values are not compared: in data parallel each rank has its own data. The
 same goes for `diff_job` (`graphdbg diff DIR`): rank 0 against each other
-rank, eager ops aligned as `graphdbg diff A B` aligns them (reporters/diff.py),
+rank, eager ops aligned as `graphdbg diff A B` aligns them (analysis/diff.py),
 only the op sequence and shapes.
 
 No SQL, no torch; rich only inside the render functions.
@@ -45,7 +45,7 @@ from typing import Any
 from ..core.format import brief, ms, short
 from ..runfile.job import Job
 from ..runfile.query import SEVERITIES, CompileTime, Finding, Graph, Node, Op, Run
-from .diff import AlignedOps, Side, read_side
+from ..analysis.diff import AlignedOps, Side, read_side
 from .json import document as run_document
 from .report import position_lines
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from graphdbg.reporters.diff import (AlignedOps, ExportPair, GraphBoundary, compare_ops,
+from graphdbg.analysis.diff import (AlignedOps, ExportPair, GraphBoundary, compare_ops,
                                      export_pairs, graph_boundaries, read_side)
 from graphdbg.core.format import brief, num
 from graphdbg.runfile.query import NodeValue, Run
