@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
