@@ -178,15 +178,20 @@ def describe(g: GuardFailure, now: str | None) -> str:
         return "called with a different backend callable"
     if g.kind in ("value", "training", "len", "symbolic") and g.expected is not None:
         op = g.op or "=="
-        if op in ("!=", "is not"):  # the guard failed: it holds that value now
-            return f"{g.subject} changed: was {g.expected}, now {now or g.expected[len('not '):]}"
+        if op in ("!=", "is not"):
+            rhs = g.expected[len('not '):]
+            if now is not None and now != rhs:
+                # torch spelled the failing condition (`len(d) != 1` with len(d) 2 now)
+                return f"{g.subject} changed: was {rhs}, now {now}"
+            # the guard failed: it holds that value now
+            return f"{g.subject} changed: was {g.expected}, now {now or rhs}"
         if op == "is" and now is None:  # a tensor, an object: not what it was
             return f"{g.subject} changed: was {g.expected}, now not {g.expected}"
         if op not in ("==", "is"):  # `n < 5`
             return f"{g.subject} changed: no longer {g.expected}" + (f" (now {now})" if now else "")
         if now is not None:
             return f"{g.subject} changed: was {g.expected}, now {now}"
-        return f"{g.subject} changed (guard {g.text})"
+        return f"{g.subject} changed: was {g.expected}, now not known (guard {g.text})"
     if g.kind == "type" and g.expected and g.actual:
         return f"{g.subject} changed: was {g.expected}, now {g.actual}"
     if g.kind == "attribute":
@@ -372,11 +377,32 @@ def current_value(g: GuardFailure, f_locals: dict, f_globals: dict,
         return f"requires_grad={int(rg)}" if isinstance(rg, bool) else None
     if g.kind in _TENSOR_KINDS or g.kind == "other":
         return None  # torch says what changed in a tensor
-    if not isinstance(value, (bool, int, float, str, bytes, type(None))):
+    if not _plain_value(value):
         # only plain values are shown: a tensor's repr could be huge (and runs code)
-        return f"a {type(value).__name__}"
+        return f"a {type(value).__name__} (value not shown)"
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_CONTAINERS = (set, frozenset, list, tuple, dict)
+
+
+def _plain_value(value, depth: int = 0, budget: list | None = None) -> bool:
+    """A builtin scalar, or a builtin set/frozenset/list/tuple/dict of them
+    (exact types: a subclass's repr is the program's code), small enough to
+    print: its repr runs none of the program's code (a constant guard on a
+    set says ``{1, 2}``, not "a set")."""
+    budget = [200] if budget is None else budget
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 3:
+        return False
+    if type(value) in _SCALARS:
+        return True
+    if type(value) not in _CONTAINERS:
+        return False
+    items = list(value.items()) if type(value) is dict else [(v,) for v in value]
+    return all(_plain_value(v, depth + 1, budget) for item in items for v in item)
 
 
 def _eval(node: ast.AST, loc: dict, glob: dict):
