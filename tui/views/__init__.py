@@ -1,4 +1,6 @@
 """The Textual app that renders `tui.model`: `app` (`GraphdbgApp`, `run_tui`,
-its screens, app.tcss), `diff` (the eager-against-compiled screen, key `d`),
-`theme` (cell colours).
+app.tcss), `tabs` (the main screen's views, the command palette), `screens`
+(problem and node detail, a graph's nodes, help), `widgets` (find tables,
+find bar, the workers' messages), `diff` (the diff screen, key `d`), `theme`
+(cell colours).
 """
