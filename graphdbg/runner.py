@@ -153,6 +153,22 @@ def run_program(target: str, args: list[str], *, module: bool = False,
     info = ranks.from_env()
     if not quiet and (info is None or not info.local_rank):
         # one summary per machine under a launcher, not one per rank
-        from .reporters.report import print_run_summary
         print_run_summary(output, info)
     return status
+
+
+def print_run_summary(path: str, rank: ranks.RankInfo | None = None) -> None:
+    """The short summary after `graphdbg run`, with the next command to type,
+    on stderr (stdout is the program's)."""
+    from .commands.output import console
+    from .reporters.report import summary_lines
+    from .runfile.query import Run
+    out = console(stderr=True)
+    try:
+        with Run(path) as run:
+            lines = summary_lines(run, path, rank)
+    except GraphdbgError as exc:   # the run file unreadable: one line, the status stays
+        out.print(f"graphdbg: {exc}", markup=False)
+        return
+    for line in lines:
+        out.print(line)

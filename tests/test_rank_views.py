@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from jobs import PROGRAMS, parted_hangs
 
-from graphdbg.reporters.ranks import (STRAGGLER_MIN_S, WAIT_MIN_NS, compare, diff_job,
-                                      document, rank_list)
+from graphdbg.analysis.rankdiff import diff_job
+from graphdbg.analysis.ranks import STRAGGLER_MIN_S, WAIT_MIN_NS, compare, rank_list
+from graphdbg.reporters.ranks import document
 from graphdbg.runfile.job import Job, is_job_folder
 from graphdbg.runfile.records import CallRow, EventRow, NodeRow, OpRow
 from graphdbg.runfile.writer import RunWriter
@@ -145,7 +146,7 @@ def test_parted_job_report_text_and_json(parted):
     assert f"graphdbg report {parted}/rank1.run" in flat or "rank1.run" in flat
 
     with Job.open(str(parted)) as job:
-        doc = json.loads(json.dumps(document(job), default=str))
+        doc = json.loads(json.dumps(document(job, compare(job)), default=str))
     assert doc["schema"] == "graphdbg-job/1"
     assert doc["job"]["world_size"] == 2 and doc["job"]["missing_ranks"] == []
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]

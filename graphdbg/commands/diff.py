@@ -36,8 +36,7 @@ class DiffCommand:
             if args.run_b is not None:
                 raise UsageError(f"{args.run_a} is a job's folder: it is compared alone "
                                  f"(rank against rank); give two run files to compare two runs")
-            from ..reporters.ranks import main_diff
-            return main_diff(args.run_a, args.json)
+            return diff_job_folder(args.run_a, args.json)
         if args.run_b is None:
             raise UsageError("give two run files, or a job's folder of rank<R>.run files")
         from ..analysis.diff import diff_runs
@@ -49,6 +48,22 @@ class DiffCommand:
             from ..reporters.diff import render
             render(diff, console())
         return 1 if diff.differs else 0  # values or shapes differ
+
+
+def diff_job_folder(folder: str, as_json: bool) -> int:
+    """`graphdbg diff DIR`: rank 0 against each other rank; exit 1 where the
+    op sequence or shapes part ways."""
+    from ..analysis.rankdiff import diff_job
+    from ..reporters.ranks import render_diff
+    from ..runfile.job import Job
+    from .output import console, write_json
+    with Job.open(folder) as job:
+        d = diff_job(job)
+        if as_json:
+            write_json(d.as_dict())
+        else:
+            render_diff(job, d, console())
+    return 1 if d.differs else 0
 
 
 COMMAND = DiffCommand()

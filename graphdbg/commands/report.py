@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from .output import console, write_json
+
 
 class ReportCommand:
     name = "report"
@@ -29,11 +31,36 @@ class ReportCommand:
     def run(self, args: argparse.Namespace) -> int:
         from ..runfile.job import is_job_folder
         if is_job_folder(args.run):
-            from ..reporters.ranks import main as job_main
-            return job_main(args.run, args.json)
-        from ..reporters.report import main, newest_run
+            return report_job(args.run, args.json)
+        from ..reporters.report import newest_run
         path = newest_run(args.run) if args.run and os.path.isdir(args.run) else args.run
-        return main(path, args.json)
+        return report_run(path or newest_run(), args.json)
+
+
+def report_run(path: str, as_json: bool) -> int:
+    """`graphdbg report [RUN] [--json]`: one run file."""
+    from ..runfile.query import Run
+    from ..reporters.report import document, render
+    with Run(path) as run:
+        if as_json:
+            write_json(document(run))
+        else:
+            render(run, console())
+    return 0
+
+
+def report_job(folder: str, as_json: bool) -> int:
+    """`graphdbg report DIR [--json]`: a job's folder, its ranks compared."""
+    from ..analysis.ranks import compare
+    from ..reporters.ranks import document, render
+    from ..runfile.job import Job
+    with Job.open(folder) as job:
+        c = compare(job)
+        if as_json:
+            write_json(document(job, c))
+        else:
+            render(job, c, console())
+    return 0
 
 
 COMMAND = ReportCommand()

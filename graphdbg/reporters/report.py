@@ -8,11 +8,12 @@ its memory does not grow with the run.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import sys
 
+from ..analysis.jobtext import position_lines
+from ..analysis.wording import (CARET_KINDS, PHASE_LABELS, backend_label, export_text,
+                               hint_and_fixes, model_name, specialized_lines)
 from ..core.errors import GraphdbgError
 from ..core.format import at, brief, caret, clip, ms, short
 from ..runfile.details import parse as parse_detail
@@ -20,12 +21,7 @@ from ..runfile.query import (MIN_SAMPLES, CompiledLine, CompileTime, Finding, Gr
                              Run, Sampling)
 from .json import JSON_SCHEMA, document, py_spy_lines, recompile_findings
 
-__all__ = ["JSON_SCHEMA", "document", "main", "newest_run", "print_run_summary", "render"]
-
-# findings whose line gets a caret even without its span (the whole line's code):
-# the line that failed
-CARET_KINDS = ("compile_error", "runtime_error", "malformed_graph")
-
+__all__ = ["JSON_SCHEMA", "document", "newest_run", "position_lines", "render", "summary_lines"]
 
 def newest_run(directory: str = ".") -> str:
     runs = [p for p in glob.glob(os.path.join(directory, "*.run")) if os.path.isfile(p)]
@@ -235,26 +231,6 @@ def rank_line(rank: dict, host: str | None) -> str:
             f"({', '.join(p for p in parts if p)})")
 
 
-def position_lines(position: dict | None) -> list[str]:
-    """Where a rank that never closed its file was last seen."""
-    if not position:
-        return []
-    out = []
-    call = position.get("call")
-    if call:
-        where = f" ({call['function'] or '?'} at {short(call['file'])}:{call['line']})" \
-            if call.get("file") else ""
-        what = f"compiled call {call['call_idx']} of graph {call['graph_id']}{where}"
-        out.append(f"last seen: inside {what}" if call.get("running") else
-                   f"last seen: {what}, which raised" if call.get("raised") else
-                   f"last seen: returned from {what}")
-    op = position.get("op")
-    if op:
-        where = f" at {short(op['file'])}:{op['line']}" if op.get("file") else ""
-        out.append(f"last eager op: {op['op']} ({op['phase']}){where}")
-    return out
-
-
 def bucket_lines(graphs: list[Graph]) -> list[str]:
     """DDPOptimizer's splits: one line per compiled function split into buckets."""
     split: dict[str | None, list[Graph]] = {}
@@ -272,119 +248,6 @@ def bucket_lines(graphs: list[Graph]) -> list[str]:
                    f"{f' of {_mb(cap)}' if cap else ''} (not {len(gs)} compiles): {sizes}; "
                    f"its compile column is each bucket's backend time")
     return out
-
-
-def hint_and_fixes(hint: str | None, fixes: list | None) -> tuple[str | None, list[str]]:
-    """A hint, and the ways out a finding lists one by one (`detail.fixes`,
-    an ONNX translation's): the hint's own run-on list of them left out."""
-    if not fixes:
-        return hint, []
-    if hint and " Ways out: " in hint:
-        hint = hint.split(" Ways out: ", 1)[0] + " Ways out:"
-    return hint, [str(x) for x in fixes]
-
-
-def size_name(s: dict) -> str:
-    """The name of a size an export fixed, in the program's words
-    (`x.size()[0]`, from its source `L['x'].size()[0]`), else its symbol."""
-    src = s.get("size") or s.get("source")
-    if src:
-        return re.sub(r"\bL\[['\"]([^'\"]+)['\"]\]", r"\1", str(src))
-    return str(s.get("symbol") or "?")
-
-
-def specialized_text(items: list | None) -> str | None:
-    """"x.size()[0] = 4 at model.py:12 (Dim.AUTO)", for each size an export fixed."""
-    if not items:
-        return None
-    parts = []
-    for s in items:
-        at = f" at {brief(s['file'])}:{s.get('line')}" if s.get("file") else ""
-        how = f" (declared {s['declared']})" if s.get("declared") else ""
-        parts.append(f"{size_name(s)} = {s.get('value')}{at}{how}")
-    return ", ".join(parts)
-
-
-def specialized_lines(items: list | None) -> list[str]:
-    """A failed export's sizes fixed while it ran (`detail.specialized`)."""
-    text = specialized_text(items)
-    return [f"sizes fixed while it ran: {text}"] if text else []
-
-
-def model_name(g: Graph) -> str:
-    """An export's model ("Block"), without the "(torch.onnx.export)" its
-    function name ends with (the backend column says it); a compiled
-    graph's function."""
-    name = g.function or "?"
-    if g.export is not None:
-        for suffix in (" (torch.onnx.export)", " (torch.export)"):
-            name = name.removesuffix(suffix)
-    return name
-
-
-def backend_label(g: Graph) -> str:
-    """The backend column: the backend; for an export, what made it
-    ("onnx (opset 20)", "torch.export")."""
-    e = g.export
-    if e is None:
-        return g.backend or "?"
-    if g.kind == "onnx":
-        return f"onnx (opset {e['opset']})" if e.get("opset") is not None else "onnx"
-    return "torch.export" + (" (strict)" if e.get("strict") else "")
-
-
-def export_text(g: Graph, checked_calls: list[int] | None = None,
-                divergences: int = 0) -> str | None:
-    """What an exported graph is, in one line: what was exported where, with
-    what, the ONNX model (opset, nodes), whether ONNX Runtime checked it
-    against eager (``checked_calls``: the calls with per-node values), the
-    sizes declared dynamic and those the export fixed. None for a compiled graph."""
-    e = g.export
-    if e is None:
-        return None
-    via = e.get("via") or ("torch.onnx.export" if g.kind == "onnx" else "torch.export.export")
-    where = f"{brief(g.file)}:{g.line}" if g.file else "?"
-    took = f" in {g.backend_time_s:.2f} s" if g.backend_time_s else ""
-    parts = []
-    if g.kind == "onnx":
-        head = f"ONNX: graph {g.id} is {model_name(g)} exported by {via} at {where}{took}"
-        parts.append(", ".join(p for p in (
-            f"opset {e['opset']}" if e.get("opset") is not None else None,
-            f"{_n(e['onnx_nodes'], 'ONNX node')} from {_n(g.n_ops, 'FX op')}"
-            if e.get("onnx_nodes") is not None else None) if p))
-        runtime = e.get("runtime")
-        if e.get("not_checked"):
-            parts.append(f"not checked against eager: {e['not_checked']}")
-        elif runtime and (checked_calls or divergences):
-            calls = ""
-            if checked_calls:
-                named = [f"{c} (the example inputs)" if c == 0 else str(c) for c in checked_calls]
-                calls = (f", node by node on call{'s' if len(named) > 1 else ''} "
-                         + (", ".join(named[:-1]) + " and " if len(named) > 1 else "") + named[-1])
-            parts.append(f"checked against eager in {runtime}{calls}")
-        elif runtime:
-            parts.append(f"runs in {runtime}, not checked against eager")
-        else:
-            parts.append("no ONNX Runtime: not checked against eager")
-        if g.calls:
-            parts.append("its calls ran the ONNX program in ONNX Runtime")
-    else:
-        head = (f"torch.export: graph {g.id} is {model_name(g)} exported by {via} at {where}"
-                f" ({'strict' if e.get('strict') else 'non-strict'}){took}")
-        parts.append(_n(g.n_nodes, "FX node"))
-        if g.calls:
-            parts.append("its calls ran the exported program (ep.module())")
-    dynamic = e.get("dynamic") or {}
-    if dynamic:
-        parts.append("dynamic: " + ", ".join(f"{k} ({v})" for k, v in dynamic.items()))
-    fixed = specialized_text(e.get("specialized"))
-    if fixed:
-        parts.append(f"specialised: {fixed}")
-    return f"{head}: " + "; ".join(p for p in parts if p)
-
-
-def _n(n: int | None, what: str) -> str:
-    return f"{n if n is not None else '?'} {what}{'' if n == 1 else 's'}"
 
 
 def export_lines(run: Run, graphs: list[Graph], findings: list[Finding]) -> list[str]:
@@ -421,11 +284,6 @@ def _graph_cells(g: Graph) -> tuple[str, ...]:
             # fastest compiled call slower than the nodes' eager time: flagged
             "-" if not g.eager_ref_ns else
             (f"[yellow]{ms(g.eager_ref_ns)} ▲[/]" if g.compiled_slower else ms(g.eager_ref_ns)))
-
-
-PHASE_LABELS = {"dynamo": "Dynamo", "graphdbg": "graphdbg", "backend": "backend", "aot": "AOT",
-                "cache": "cache load", "lowering": "lowering", "codegen": "codegen",
-                "cpp": "C++ compile"}
 
 
 def _compile_time_section(times: list[CompileTime], findings: list[Finding]) -> list:
@@ -546,38 +404,15 @@ def _secs(x: float) -> str:
     return "-" if x < 0.0005 else f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
 
 
-def print_run_summary(path: str, rank=None) -> None:
-    """Short summary after `graphdbg run`, with the next command to type
-    (stderr); a launcher's rank (`graphdbg.core.ranks.RankInfo`) points at
-    the job's folder, which the views open whole."""
-    from rich.console import Console
-    console = Console(stderr=True, highlight=False, emoji=False,
-                      width=None if sys.stderr.isatty() else 120)
-    try:
-        with Run(path) as run:
-            counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
-    except GraphdbgError as exc:
-        console.print(f"graphdbg: {exc}")
-        return
+def summary_lines(run: Run, path: str, rank=None) -> list[str]:
+    """The short summary after `graphdbg run` (markup lines), with the next
+    command to type; a launcher's rank (`graphdbg.core.ranks.RankInfo`) points
+    at the job's folder, which the views open whole."""
+    counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
     if rank is not None:
         folder = short(os.path.dirname(path) or ".")
-        console.print(f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}")
-        console.print(f"  {rank.world_size} ranks write to {folder}/; "
-                      f"next: [bold]graphdbg report {folder}[/]")
-        return
-    console.print(f"[bold]graphdbg:[/] {counts} → {short(path)}")
-    console.print(f"  next: [bold]graphdbg report {short(path)}[/]")
-
-
-def main(path: str | None, as_json: bool) -> int:
-    """`graphdbg report [RUN] [--json]`."""
-    with Run(path or newest_run()) as run:
-        if as_json:
-            json.dump(document(run), sys.stdout, indent=1, default=str)
-            sys.stdout.write("\n")
-            return 0
-        from rich.console import Console
-        # Not a terminal (a pipe, a log, make): wide enough for paths and tables.
-        width = None if sys.stdout.isatty() else 120
-        render(run, Console(highlight=False, emoji=False, width=width))
-    return 0
+        return [f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}",
+                f"  {rank.world_size} ranks write to {folder}/; "
+                f"next: [bold]graphdbg report {folder}[/]"]
+    return [f"[bold]graphdbg:[/] {counts} → {short(path)}",
+            f"  next: [bold]graphdbg report {short(path)}[/]"]

@@ -1,7 +1,7 @@
 """The job screen's view state (`graphdbg tui DIR`), as plain classes: no textual.
 
 A `JobModel` is built from an open `graphdbg.runfile.job.Job` and its
-comparison (`graphdbg.reporters.ranks.compare`, which reads every rank: run
+comparison (`graphdbg.analysis.ranks.compare`, which reads every rank: run
 `JobModel.load` in a worker); it gives the rows of the ranks table and of
 the differences table, the text shown under the differences, and which run
 file Enter opens.
@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphdbg.core.format import brief, short
-from graphdbg.reporters.ranks import (CLOSED, KIND_LABELS, Comparison, Difference, RankSummary,
-                                      compare, header_lines, rank_list)
-from graphdbg.reporters.report import position_lines
+from graphdbg.analysis.ranks import (CLOSED, KIND_LABELS, Comparison, Difference, RankSummary,
+                                     compare, header_lines, position_lines, rank_list)
 from graphdbg.runfile.job import Job
 from .run import ICONS
 
