@@ -4,6 +4,7 @@
 terminal); `views/` renders it (`views.app.GraphdbgApp`, `run_tui`, and the
 eager-against-compiled diff screen, key `d`).
 
-May import `graphdbg.core`, `graphdbg.runfile` and `graphdbg.reporters`;
+May import `graphdbg.core`, `graphdbg.runfile` and `graphdbg.analysis` (the
+wording it shares with the report: `graphdbg.analysis.wording`);
 never torch or graphdbg.hooks.
 """

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from graphdbg.core.format import ms, num, short
-from graphdbg.reporters.report import backend_label, export_text, model_name
+from graphdbg.analysis.wording import PHASE_LABELS, backend_label, export_text, model_name
 from graphdbg.runfile.query import CompileTime, Finding, Graph, Node, NodeValue, Run
 from .common import FindState, Line, SortState, heat, source_excerpt, where
 from .diff import stats_text
@@ -141,16 +141,13 @@ def node_cells(n: Node, value: NodeValue | None = None,
     return tuple(cell[key]() for key, _ in columns)
 
 
-PHASE_NAMES = {"dynamo": "Dynamo", "graphdbg": "graphdbg", "backend": "backend", "aot": "AOT",
-               "cache": "cache load", "lowering": "lowering", "codegen": "codegen",
-               "cpp": "C++ compile"}
 
 
 def compile_summary(c: CompileTime) -> str:
     """A compile's time by phase in one line (phases under a millisecond left out)."""
     def secs(x: float) -> str:
         return f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
-    parts = [f"{PHASE_NAMES.get(k, k)} {secs(v)}" for k, v in c.phases.items() if v >= 0.0005]
+    parts = [f"{PHASE_LABELS.get(k, k)} {secs(v)}" for k, v in c.phases.items() if v >= 0.0005]
     fx = c.fx_cache or {}
     cache = (", FX cache hit" if fx.get("hits") and not fx.get("misses")
              else ", FX cache miss" if fx.get("misses") else "")

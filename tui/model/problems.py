@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from graphdbg.core.format import at
-from graphdbg.reporters.report import CARET_KINDS, hint_and_fixes, specialized_lines
+from graphdbg.analysis.wording import CARET_KINDS, hint_and_fixes, specialized_lines
 from graphdbg.runfile.details import (CompileErrorDetail, DivergenceDetail, GraphBreakDetail,
                                       NanInfDetail, SpecializedDetail)
 from graphdbg.runfile.query import SEVERITIES, Finding

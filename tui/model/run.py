@@ -17,15 +17,15 @@ for worker threads; the rest is cheap and runs on the UI thread.
 
 from __future__ import annotations
 
+from graphdbg.analysis.wording import backend_label
 from graphdbg.core.format import brief, short
-from graphdbg.reporters.report import backend_label
 from graphdbg.runfile.query import Run
 from .common import (FindState, ICONS, KIND_LABELS, KIND_MARKS, Line, SortState, VIEWS,
                      VIEW_TITLES, bar, heat, one_line, source_excerpt, where)
 from .problems import (PROBLEM_COLUMNS, ProblemsModel, divergence_numbers, export_numbers,
                        finding_detail, problem_preview)
 from .graphs import (EXPORT_GRAPH_COLUMNS, GRAPH_COLUMNS, NODE_COLUMNS, NODE_WIDTHS, NodePager,
-                     ONNX_VALUE_NODE_COLUMNS, PHASE_NAMES, STATUS_LEVELS, VALUE_NODE_COLUMNS,
+                     ONNX_VALUE_NODE_COLUMNS, STATUS_LEVELS, VALUE_NODE_COLUMNS,
                      compile_summary, export_summary, graph_cells, graph_columns, graph_sort,
                      node_cells, node_detail, onnx_ops_text, sort_graphs)
 from .source import (HOT_LINE_COLUMNS, HOT_NODE_COLUMNS, HOT_OP_COLUMNS, HotSpots, SourceModel,
@@ -35,7 +35,7 @@ __all__ = ['backend_label', 'FindState', 'ICONS', 'KIND_LABELS', 'KIND_MARKS', '
            'VIEWS', 'VIEW_TITLES', 'bar', 'heat', 'one_line', 'source_excerpt', 'where',
            'PROBLEM_COLUMNS', 'ProblemsModel', 'divergence_numbers', 'export_numbers',
            'finding_detail', 'problem_preview', 'EXPORT_GRAPH_COLUMNS', 'GRAPH_COLUMNS',
-           'NODE_COLUMNS', 'NODE_WIDTHS', 'NodePager', 'ONNX_VALUE_NODE_COLUMNS', 'PHASE_NAMES',
+           'NODE_COLUMNS', 'NODE_WIDTHS', 'NodePager', 'ONNX_VALUE_NODE_COLUMNS',
            'STATUS_LEVELS', 'VALUE_NODE_COLUMNS', 'compile_summary', 'export_summary',
            'graph_cells', 'graph_columns', 'graph_sort', 'node_cells', 'node_detail',
            'onnx_ops_text', 'sort_graphs', 'HOT_LINE_COLUMNS', 'HOT_NODE_COLUMNS',

@@ -4,7 +4,7 @@ commands."""
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -17,15 +17,12 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from ..model import run as m
 from .widgets import FindBar, FindMixin, FindTable, Heading
 
-if TYPE_CHECKING:
-    from .app import GraphdbgApp
-
 
 class GraphdbgCommands(Provider):
     """The command palette: views, problems, graphs and source files."""
 
     def _commands(self) -> list[tuple[str, Any, str]]:
-        app: GraphdbgApp = self.app  # type: ignore[assignment]
+        app: Any = self.app   # the GraphdbgApp (app.py imports this module)
         out = [(f"View: {m.VIEW_TITLES[v]}", partial(app.action_view, v), f"key {i}")
                for i, v in enumerate(m.VIEWS, 1)]
         if app.problems is not None:
@@ -117,7 +114,7 @@ class MainScreen(FindMixin, Screen):
 
     def show_graphs(self) -> None:
         """The graphs table in its sort order, the sort shown in its header."""
-        app: GraphdbgApp = self.app  # type: ignore[assignment]
+        app: Any = self.app   # the GraphdbgApp (app.py imports this module)
         table = self.query_one("#graphs-table", FindTable)
         table.clear(columns=True)
         columns = m.graph_columns(app.graph_list)
@@ -142,7 +139,7 @@ class MainScreen(FindMixin, Screen):
         self.show_graphs()
 
     def action_other_file(self, step: int) -> None:
-        app: GraphdbgApp = self.app  # type: ignore[assignment]
+        app: Any = self.app   # the GraphdbgApp (app.py imports this module)
         if self.query_one(TabbedContent).active == "source":
             file = app.source.next_file(step)
             if file:

@@ -1,0 +1,142 @@
+"""The words the report and the TUI share, as plain text (no rich, no
+textual, no SQL): what a graph's backend and model are called, what an export
+is in one line, a hint with its ways out, the sizes an export fixed, which
+findings get a caret, the names of the compile phases. `graphdbg report`
+wraps them in markup; the TUI shows them as they are, so the two never word
+the same thing differently.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..core.format import brief
+
+if TYPE_CHECKING:
+    from ..runfile.query import Graph
+
+__all__ = ["CARET_KINDS", "PHASE_LABELS", "backend_label", "export_text", "hint_and_fixes",
+           "model_name", "size_name", "specialized_lines", "specialized_text"]
+
+# findings whose line gets a caret even without its span (the whole line's code):
+# the line that failed
+CARET_KINDS = ("compile_error", "runtime_error", "malformed_graph")
+
+# a compile's phases, as `Run.compile_times()` names them
+PHASE_LABELS = {"dynamo": "Dynamo", "graphdbg": "graphdbg", "backend": "backend", "aot": "AOT",
+                "cache": "cache load", "lowering": "lowering", "codegen": "codegen",
+                "cpp": "C++ compile"}
+
+
+def hint_and_fixes(hint: str | None, fixes: list | None) -> tuple[str | None, list[str]]:
+    """A hint, and the ways out a finding lists one by one (`detail.fixes`,
+    an ONNX translation's): the hint's own run-on list of them left out."""
+    if not fixes:
+        return hint, []
+    if hint and " Ways out: " in hint:
+        hint = hint.split(" Ways out: ", 1)[0] + " Ways out:"
+    return hint, [str(x) for x in fixes]
+
+
+def size_name(s: dict) -> str:
+    """The name of a size an export fixed, in the program's words
+    (`x.size()[0]`, from its source `L['x'].size()[0]`), else its symbol."""
+    src = s.get("size") or s.get("source")
+    if src:
+        return re.sub(r"\bL\[['\"]([^'\"]+)['\"]\]", r"\1", str(src))
+    return str(s.get("symbol") or "?")
+
+
+def specialized_text(items: list | None) -> str | None:
+    """"x.size()[0] = 4 at model.py:12 (Dim.AUTO)", for each size an export fixed."""
+    if not items:
+        return None
+    parts = []
+    for s in items:
+        at = f" at {brief(s['file'])}:{s.get('line')}" if s.get("file") else ""
+        how = f" (declared {s['declared']})" if s.get("declared") else ""
+        parts.append(f"{size_name(s)} = {s.get('value')}{at}{how}")
+    return ", ".join(parts)
+
+
+def specialized_lines(items: list | None) -> list[str]:
+    """A failed export's sizes fixed while it ran (`detail.specialized`)."""
+    text = specialized_text(items)
+    return [f"sizes fixed while it ran: {text}"] if text else []
+
+
+def model_name(g: Graph) -> str:
+    """An export's model ("Block"), without the "(torch.onnx.export)" its
+    function name ends with (the backend column says it); a compiled
+    graph's function."""
+    name = g.function or "?"
+    if g.export is not None:
+        for suffix in (" (torch.onnx.export)", " (torch.export)"):
+            name = name.removesuffix(suffix)
+    return name
+
+
+def backend_label(g: Graph) -> str:
+    """The backend column: the backend; for an export, what made it
+    ("onnx (opset 20)", "torch.export")."""
+    e = g.export
+    if e is None:
+        return g.backend or "?"
+    if g.kind == "onnx":
+        return f"onnx (opset {e['opset']})" if e.get("opset") is not None else "onnx"
+    return "torch.export" + (" (strict)" if e.get("strict") else "")
+
+
+def export_text(g: Graph, checked_calls: list[int] | None = None,
+                divergences: int = 0) -> str | None:
+    """What an exported graph is, in one line: what was exported where, with
+    what, the ONNX model (opset, nodes), whether ONNX Runtime checked it
+    against eager (``checked_calls``: the calls with per-node values), the
+    sizes declared dynamic and those the export fixed. None for a compiled graph."""
+    e = g.export
+    if e is None:
+        return None
+    via = e.get("via") or ("torch.onnx.export" if g.kind == "onnx" else "torch.export.export")
+    where = f"{brief(g.file)}:{g.line}" if g.file else "?"
+    took = f" in {g.backend_time_s:.2f} s" if g.backend_time_s else ""
+    parts = []
+    if g.kind == "onnx":
+        head = f"ONNX: graph {g.id} is {model_name(g)} exported by {via} at {where}{took}"
+        parts.append(", ".join(p for p in (
+            f"opset {e['opset']}" if e.get("opset") is not None else None,
+            f"{_n(e['onnx_nodes'], 'ONNX node')} from {_n(g.n_ops, 'FX op')}"
+            if e.get("onnx_nodes") is not None else None) if p))
+        runtime = e.get("runtime")
+        if e.get("not_checked"):
+            parts.append(f"not checked against eager: {e['not_checked']}")
+        elif runtime and (checked_calls or divergences):
+            calls = ""
+            if checked_calls:
+                named = [f"{c} (the example inputs)" if c == 0 else str(c) for c in checked_calls]
+                calls = (f", node by node on call{'s' if len(named) > 1 else ''} "
+                         + (", ".join(named[:-1]) + " and " if len(named) > 1 else "") + named[-1])
+            parts.append(f"checked against eager in {runtime}{calls}")
+        elif runtime:
+            parts.append(f"runs in {runtime}, not checked against eager")
+        else:
+            parts.append("no ONNX Runtime: not checked against eager")
+        if g.calls:
+            parts.append("its calls ran the ONNX program in ONNX Runtime")
+    else:
+        head = (f"torch.export: graph {g.id} is {model_name(g)} exported by {via} at {where}"
+                f" ({'strict' if e.get('strict') else 'non-strict'}){took}")
+        parts.append(_n(g.n_nodes, "FX node"))
+        if g.calls:
+            parts.append("its calls ran the exported program (ep.module())")
+    dynamic = e.get("dynamic") or {}
+    if dynamic:
+        parts.append("dynamic: " + ", ".join(f"{k} ({v})" for k, v in dynamic.items()))
+    fixed = specialized_text(e.get("specialized"))
+    if fixed:
+        parts.append(f"specialised: {fixed}")
+    return f"{head}: " + "; ".join(p for p in parts if p)
+
+
+def _n(n: int | None, what: str) -> str:
+    return f"{n if n is not None else '?'} {what}{'' if n == 1 else 's'}"
