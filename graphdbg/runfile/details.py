@@ -200,7 +200,7 @@ class DivergenceDetail(Detail):
     """Compiled against eager at a node (localised), or an output that
     aliases an input in one mode only (`classification` aliasing)."""
     kind: ClassVar[str] = "divergence"
-    classification: str | None = None  # miscompile, precision, random, aliasing, shape, dtype
+    classification: str | None = None  # miscompile, precision, nonfinite, random, aliasing, shape, dtype
     call: int | None = None
     direction: str | None = None       # forward, backward
     output: int | None = None
@@ -232,6 +232,13 @@ class DivergenceDetail(Detail):
     opset: int | None = None
     eager_ops: list | None = None      # what each side ran at the line (an exported program)
     graph_ops: list | None = None
+    # nonfinite: the side NaN/Inf where the other is finite (eager, compiled, both),
+    # NaN or Inf, whether float64 is finite there, the node that made eager's finite again
+    nonfinite_side: str | None = None
+    nonfinite_value: str | None = None
+    fp64_finite: bool | None = None
+    made_finite_at: dict | None = None  # {node, op, file, line}
+    graphs: list | None = None         # the graphs this cause was found in (one finding per cause)
 
     @property
     def other_side(self) -> str:
@@ -255,7 +262,9 @@ class DivergenceDetail(Detail):
         if self.max_abs is not None or self.max_rel is not None:
             parts.append(f"max abs {num(self.max_abs)}, rel {num(self.max_rel)}")
         e, c = self.eager_vs_fp64, self.compiled_vs_fp64
-        if e is not None and c is not None:
+        if self.nonfinite_side and self.fp64_finite is not None:
+            parts.append(f"float64 is {'finite' if self.fp64_finite else 'NaN/Inf too'} there")
+        elif e is not None and c is not None:
             other = self.other_side
             verdict = (f"{other} is further from float64" if c > e
                        else "eager is further from float64" if e > c else "both as far from float64")
