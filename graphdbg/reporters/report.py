@@ -8,11 +8,10 @@ its memory does not grow with the run.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import sys
 
+from ..analysis.jobtext import position_lines
 from ..analysis.wording import (CARET_KINDS, PHASE_LABELS, backend_label, export_text,
                                hint_and_fixes, model_name, specialized_lines)
 from ..core.errors import GraphdbgError
@@ -22,7 +21,7 @@ from ..runfile.query import (MIN_SAMPLES, CompiledLine, CompileTime, Finding, Gr
                              Run, Sampling)
 from .json import JSON_SCHEMA, document, py_spy_lines, recompile_findings
 
-__all__ = ["JSON_SCHEMA", "document", "main", "newest_run", "print_run_summary", "render"]
+__all__ = ["JSON_SCHEMA", "document", "newest_run", "position_lines", "render", "summary_lines"]
 
 def newest_run(directory: str = ".") -> str:
     runs = [p for p in glob.glob(os.path.join(directory, "*.run")) if os.path.isfile(p)]
@@ -232,26 +231,6 @@ def rank_line(rank: dict, host: str | None) -> str:
             f"({', '.join(p for p in parts if p)})")
 
 
-def position_lines(position: dict | None) -> list[str]:
-    """Where a rank that never closed its file was last seen."""
-    if not position:
-        return []
-    out = []
-    call = position.get("call")
-    if call:
-        where = f" ({call['function'] or '?'} at {short(call['file'])}:{call['line']})" \
-            if call.get("file") else ""
-        what = f"compiled call {call['call_idx']} of graph {call['graph_id']}{where}"
-        out.append(f"last seen: inside {what}" if call.get("running") else
-                   f"last seen: {what}, which raised" if call.get("raised") else
-                   f"last seen: returned from {what}")
-    op = position.get("op")
-    if op:
-        where = f" at {short(op['file'])}:{op['line']}" if op.get("file") else ""
-        out.append(f"last eager op: {op['op']} ({op['phase']}){where}")
-    return out
-
-
 def bucket_lines(graphs: list[Graph]) -> list[str]:
     """DDPOptimizer's splits: one line per compiled function split into buckets."""
     split: dict[str | None, list[Graph]] = {}
@@ -425,38 +404,15 @@ def _secs(x: float) -> str:
     return "-" if x < 0.0005 else f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
 
 
-def print_run_summary(path: str, rank=None) -> None:
-    """Short summary after `graphdbg run`, with the next command to type
-    (stderr); a launcher's rank (`graphdbg.core.ranks.RankInfo`) points at
-    the job's folder, which the views open whole."""
-    from rich.console import Console
-    console = Console(stderr=True, highlight=False, emoji=False,
-                      width=None if sys.stderr.isatty() else 120)
-    try:
-        with Run(path) as run:
-            counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
-    except GraphdbgError as exc:
-        console.print(f"graphdbg: {exc}")
-        return
+def summary_lines(run: Run, path: str, rank=None) -> list[str]:
+    """The short summary after `graphdbg run` (markup lines), with the next
+    command to type; a launcher's rank (`graphdbg.core.ranks.RankInfo`) points
+    at the job's folder, which the views open whole."""
+    counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
     if rank is not None:
         folder = short(os.path.dirname(path) or ".")
-        console.print(f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}")
-        console.print(f"  {rank.world_size} ranks write to {folder}/; "
-                      f"next: [bold]graphdbg report {folder}[/]")
-        return
-    console.print(f"[bold]graphdbg:[/] {counts} → {short(path)}")
-    console.print(f"  next: [bold]graphdbg report {short(path)}[/]")
-
-
-def main(path: str | None, as_json: bool) -> int:
-    """`graphdbg report [RUN] [--json]`."""
-    with Run(path or newest_run()) as run:
-        if as_json:
-            json.dump(document(run), sys.stdout, indent=1, default=str)
-            sys.stdout.write("\n")
-            return 0
-        from rich.console import Console
-        # Not a terminal (a pipe, a log, make): wide enough for paths and tables.
-        width = None if sys.stdout.isatty() else 120
-        render(run, Console(highlight=False, emoji=False, width=width))
-    return 0
+        return [f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}",
+                f"  {rank.world_size} ranks write to {folder}/; "
+                f"next: [bold]graphdbg report {folder}[/]"]
+    return [f"[bold]graphdbg:[/] {counts} → {short(path)}",
+            f"  next: [bold]graphdbg report {short(path)}[/]"]
