@@ -1,13 +1,16 @@
 """`graphdbg diff A B`: compare two runs of the same program (say an eager run,
 `graphdbg run --stance force_eager`, against a compiled one).
 
-Records are aligned by source line, op and occurrence, never by position:
-the k-th `aten.addmm` at model.py:42 in A meets the k-th one in B. Compiled
-graphs in a run are compared at their boundaries: the k-th call's outputs meet
-the k-th value computed at the graph's output line in the other run. Reported:
-the first place where shapes or values part ways (in A's order), lines that
-ran compiled in one run and eager in the other, and the lines whose time
-changed most. Reads run files only (no torch), through graphdbg.runfile.query.
+Eager ops are paired by what ran, never by position (`graphdbg.analysis.align`):
+the k-th `aten.addmm` of the same step, user call path and phase in A meets
+the k-th in B; lines that ran compiled in one run and eagerly in the other
+in a step are not compared op by op, and ops without a user line are not
+paired. Compiled graphs are compared at their outputs: each output of a
+call meets the eager op of the other run that produced the same value
+(`graphdbg.analysis.outputs`). Reported: the first place where shapes or
+values part ways (in A's order), lines that ran compiled in one run and
+eager in the other, and the lines whose time changed most. Reads run files
+only (no torch), through graphdbg.runfile.query.
 
 `diff_runs` returns what it found as frozen records (`RunDiff`, holding
 `RunSide`, `OpDifference`, `GraphBoundary`, `CompiledInOneRun`, `LineTiming`);
@@ -15,9 +18,13 @@ changed most. Reads run files only (no torch), through graphdbg.runfile.query.
 the `--json` document. No rich here: the analysis is shared by the report,
 the TUI and the JSON.
 
-Memory does not grow with the number of ops: occurrence counts per (line,
-op, phase) come from SQL, and the two op streams are merged in execution
-order, holding only the ops whose twin in the other run is not read yet.
+Memory does not grow with the number of ops: occurrence counts come from
+SQL a step at a time, and the two op streams are merged in execution order,
+holding only the ops whose twin in the other run is not read yet.
+
+`Side`, `read_side` and `AlignedOps` (by line, op and occurrence over the
+whole run) serve `graphdbg diff DIR` (rank against rank, the same program
+compiled alike).
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..runfile.query import Op, Run
+from .align import StepAlignment
+from .outputs import GraphOutputs
+from .values import stats_close
 
-JSON_SCHEMA = "graphdbg-diff/1"
+JSON_SCHEMA = "graphdbg-diff/2"
 
 Group = tuple  # (file, line, op, phase): where and what an eager op is
 
@@ -71,10 +81,13 @@ class OpDifference:
     b: Any
     output: int | None = None      # "values" only
     rel_diff: float = math.inf     # relative difference; inf for a shape, NaN or Inf
+    step: int | None = None        # the program's step (from 1); None: steps not counted alike
+    phase: str | None = None
 
     def as_dict(self) -> dict:
         d = {"what": self.what, "file": self.file, "line": self.line, "code": self.code,
-             "op": self.op, "occurrence": self.occurrence}
+             "op": self.op, "occurrence": self.occurrence, "step": self.step,
+             "phase": self.phase}
         if self.what == "values":
             d.update(output=self.output, rel_diff=_finite(self.rel_diff))
         d.update(a=self.a, b=self.b)
@@ -83,8 +96,9 @@ class OpDifference:
 
 @dataclass(frozen=True, slots=True)
 class GraphBoundary:
-    """A compiled graph's output (call `call`, run `compiled_in`) against the
-    value the other run computed eagerly at the graph's output line."""
+    """A compiled graph's output (output `output` of call `call`, run
+    `compiled_in`) against the value the other run's eager op `eager_op`
+    computed for it (`graphdbg.analysis.outputs`)."""
     file: str
     line: int | None
     code: str | None
@@ -96,10 +110,14 @@ class GraphBoundary:
     eager: dict | None
     kind: str = "compile"          # onnx: an ONNX program's call, in ONNX Runtime; export:
     #                                an exported program's (its `ep.module()`)
+    output: int = 0
+    eager_op: str | None = None
+    step: int | None = None
 
     def as_dict(self) -> dict:
         d = {"what": "graph output", "file": self.file, "line": self.line, "code": self.code,
              "compiled_in": self.compiled_in, "graph": self.graph, "call": self.call,
+             "output": self.output, "eager_op": self.eager_op, "step": self.step,
              "rel_diff": _finite(self.rel_diff), "compiled": self.compiled, "eager": self.eager}
         if self.kind != "compile":
             d["kind"] = self.kind
@@ -191,6 +209,9 @@ class RunDiff:
     compiled_in_one_run: tuple[CompiledInOneRun, ...]   # the first 50, by place
     timing: tuple[LineTiming, ...]                      # the 15 most changed
     exports: tuple[ExportPair, ...] = ()                # exported graphs, paired
+    steps: int | None = None       # steps paired (None: the runs do not count steps alike)
+    compared_outputs: int = 0      # compiled outputs compared with their eager twin
+    unpaired_outputs: int = 0      # compiled outputs without one (not a difference)
 
     @property
     def differs(self) -> bool:
@@ -200,11 +221,12 @@ class RunDiff:
                     or any(e.differs for e in self.exports))
 
     def as_dict(self) -> dict:
-        """The JSON document (docs/report-json.md, schema graphdbg-diff/1)."""
+        """The JSON document (docs/report-json.md, schema graphdbg-diff/2)."""
         return {
             "schema": JSON_SCHEMA, "a": self.a.as_dict(), "b": self.b.as_dict(),
             "aligned_ops": self.aligned_ops, "only_in_a": self.only_in_a,
-            "only_in_b": self.only_in_b,
+            "only_in_b": self.only_in_b, "steps": self.steps,
+            "compared_outputs": self.compared_outputs, "unpaired_outputs": self.unpaired_outputs,
             "first_divergence": (self.first_divergence.as_dict() if self.first_divergence
                                  else None),
             "graph_boundaries": [g.as_dict() for g in self.graph_boundaries],
@@ -254,18 +276,7 @@ def read_side(run: Run) -> Side:
                  len(graphs), kinds, [g for g in graphs if g.export is not None])
 
 
-def _stats_close(a: dict | None, b: dict | None, rtol: float) -> tuple[bool, float]:
-    """Compare value summaries; returns (close, relative difference)."""
-    if not a or not b:
-        return True, 0.0
-    if a.get("nan", 0) != b.get("nan", 0) or a.get("inf", 0) != b.get("inf", 0):
-        return False, math.inf
-    scale = max(abs(a.get("norm") or 0.0), abs(b.get("norm") or 0.0), 1e-12)
-    worst = 0.0
-    for k in ("mean", "min", "max", "norm", "std"):
-        if k in a and k in b and a[k] is not None and b[k] is not None:
-            worst = max(worst, abs(a[k] - b[k]) / max(abs(a[k]), abs(b[k]), scale * 1e-3, 1e-12))
-    return worst <= rtol, worst
+_stats_close = stats_close   # the ONNX comparison's name for it
 
 
 # Ops whose output is uninitialised memory: their values mean nothing.
@@ -273,7 +284,7 @@ _UNINITIALISED = ("aten.empty", "aten.empty_like", "aten.empty_strided", "aten.n
                   "aten.new_empty_strided", "aten.empty_permuted")
 
 
-def compare_ops(a: Op, b: Op, k: int, rtol: float) -> OpDifference | None:
+def compare_ops(a: Op, b: Op, k: int, rtol: float, step: int | None = None) -> OpDifference | None:
     """How the k-th ops of a group differ in two runs, if they do."""
     if a.op.startswith(_UNINITIALISED):
         return None
@@ -281,13 +292,14 @@ def compare_ops(a: Op, b: Op, k: int, rtol: float) -> OpDifference | None:
     if rtol >= 0 and a.shapes_json == b.shapes_json and a.stats_json == b.stats_json:
         return None
     if a.shapes != b.shapes:
-        return OpDifference("shape", a.file, a.line, a.code, a.op, k, a.shapes, b.shapes)
+        return OpDifference("shape", a.file, a.line, a.code, a.op, k, a.shapes, b.shapes,
+                            step=step, phase=a.phase)
     for i, (sa, sb) in enumerate(zip(a.stats or [], b.stats or [])):
         close, rel = _stats_close(sa, sb, rtol)
         if not close:
             # a NaN difference counts as infinite, as the TUI sorts and JSON writes it (null)
             return OpDifference("values", a.file, a.line, a.code, a.op, k, sa, sb, i,
-                                rel if math.isfinite(rel) else math.inf)
+                                rel if math.isfinite(rel) else math.inf, step, a.phase)
     return None
 
 
@@ -352,51 +364,40 @@ class AlignedOps:
                         yield key, a, b
 
 
-def first_value_divergence(A: Side, B: Side, rtol: float) -> OpDifference | None:
-    """The first aligned op, in A's order, whose shapes or values differ."""
-    best: tuple[int, OpDifference] | None = None     # (A seq, divergence)
-    pairs = AlignedOps(A, B)
-    for key, a, b in pairs:
-        if best is None or a.seq < best[0]:
-            found = compare_ops(a, b, key[1], rtol)
-            if found is not None:
-                best = (a.seq, found)
-                pairs.stop_after = a.seq
-    return best[1] if best else None
+def first_value_divergence(A: Side, B: Side, rtol: float,
+                           al: StepAlignment | None = None) -> OpDifference | None:
+    """The first paired op (`StepAlignment`), in A's order, whose shapes or
+    values differ. Steps come in order: the search ends with the first step
+    that has one."""
+    al = al or StepAlignment(A, B)
+    for step in range(al.n_steps):
+        best: tuple[int, OpDifference] | None = None     # (A seq, divergence)
+        for (_, _key, k), a, b in al.pairs(step):
+            if best is None or a.seq < best[0]:
+                found = compare_ops(a, b, k, rtol, al.step_label(step))
+                if found is not None:
+                    best = (a.seq, found)
+        if best is not None:
+            return best[1]
+    return None
 
 
-def graph_boundaries(A: Side, B: Side, rtol: float) -> list[GraphBoundary]:
-    """Outputs of compiled graphs in one run against the values the other run
-    computed eagerly at the graph's output line."""
+def graph_boundaries(A: Side, B: Side, rtol: float, al: StepAlignment | None = None,
+                     outputs: GraphOutputs | None = None) -> list[GraphBoundary]:
+    """Outputs of compiled graphs in one run against the eager ops of the
+    other run that computed the same values (at most one per graph);
+    `outputs` counts what was compared and what had no twin."""
+    al = al or StepAlignment(A, B)
+    outputs = outputs or GraphOutputs(al, rtol)
     found = []
-    for src, other, src_name in ((B, A, "B"), (A, B, "A")):
-        if not src.out_line:
-            continue
-        lines = {(f, ln) for f, ln, _ in src.out_line.values() if f}
-        by_line: dict[tuple, list[Op]] = defaultdict(list)
-        for o in other.run.iter_ops(lines=lines, phase="forward"):
-            if o.file:
-                by_line[(o.file, o.line)].append(o)
-        seen: dict[int, int] = defaultdict(int)
-        for c in src.run.iter_calls():
-            where = src.out_line.get(c.graph_id)
-            if not where or not c.outputs:
-                continue
-            k = seen[c.graph_id]
-            seen[c.graph_id] += 1
-            out = c.outputs[0]
-            matches = [o for o in by_line.get((where[0], where[1]), [])
-                       if o.shapes and o.shapes[0] == out["shape"]]
-            if k >= len(matches):
-                continue
-            stats = matches[k].stats
-            close, rel = _stats_close(out.get("stats"), (stats or [None])[0], rtol)
-            if not close:
-                found.append(GraphBoundary(
-                    where[0], where[1], where[2], src_name, c.graph_id, c.call_idx,
-                    rel if math.isfinite(rel) else math.inf, out.get("stats"),
-                    stats[0] if stats else None, src.kinds.get(c.graph_id, "compile")))
-                break
+    for src, other, name in ((B, A, "B"), (A, B, "A")):
+        steps = al.steps_b if name == "B" else al.steps_a
+        for w, twin, rel in outputs.compare(src, other, name):
+            n = w.node
+            found.append(GraphBoundary(
+                n.file, n.line, n.code, name, w.graph, w.call, rel, w.value.get("stats"),
+                (twin.stats or [None])[0], src.kinds.get(w.graph, "compile"), w.output, twin.op,
+                al.step_label(steps.of(w.call_seq))))
     return found
 
 
@@ -487,21 +488,24 @@ RAN = {"compile": "compiled", "onnx": "in an ONNX program", "export": "in an exp
 def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> RunDiff:
     with Run(path_a) as ra, Run(path_b) as rb:
         A, B = read_side(ra), read_side(rb)
-        first = first_value_divergence(A, B, rtol)
-        boundaries = graph_boundaries(A, B, rtol)
+        al = StepAlignment(A, B)
+        first = first_value_divergence(A, B, rtol, al)
+        outputs = GraphOutputs(al, rtol)
+        boundaries = graph_boundaries(A, B, rtol, al, outputs)
         sides = [RunSide(path, r.meta.get("argv"), r.meta.get("stance"), s.graphs,
                          r.count("ops")) for path, r, s in ((path_a, ra, A), (path_b, rb, B))]
         exports = export_pairs(A, B, rtol)
-    compiled_only = [CompiledInOneRun(name, *line, _covered_kind(X, line))
-                     for name, X, Y in (("A", A, B), ("B", B, A))
-                     for line in X.covered if line not in Y.covered and line in Y.op_lines]
+        aligned, one_sided = al.totals()
+    covering = {"A": A, "B": B}
+    compiled_only = [CompiledInOneRun(name, *line, _covered_kind(covering[name], line))
+                     for name, line in one_sided]
     timing = [LineTiming(*line, A.time_by_line.get(line, 0), B.time_by_line.get(line, 0))
               for line in set(A.time_by_line) | set(B.time_by_line)]
     # ties by place, so that the same runs always give the same list
     timing.sort(key=lambda t: (-abs(t.delta_ns), t.file, t.line if t.line is not None else -1))
-    aligned = sum(min(n, B.counts.get(g, 0)) for g, n in A.counts.items())
     return RunDiff(
-        *sides, aligned, sum(A.counts.values()) - aligned, sum(B.counts.values()) - aligned,
+        *sides, aligned, sides[0].ops - aligned, sides[1].ops - aligned,
         first, tuple(boundaries),
         tuple(sorted(compiled_only, key=lambda c: (c.file, c.line))[:50]), tuple(timing[:15]),
-        tuple(exports))
+        tuple(exports), len(al.steps_a.ends) if al.by_step else None, outputs.compared,
+        outputs.unpaired)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from .query_core import RunCore
 from .query_findings import FindingQueries
 from .query_graphs import GraphQueries
+from .query_steps import StepQueries
 from .query_time import TimeQueries
 from .readrecords import (MIN_SAMPLES, NO_FRAME, NODE_VALUE_DIFFERING, SEVERITIES, Call,
                           CompiledLine, CompileTime, Finding, Frame, Graph, KeptTensor,
@@ -45,7 +46,7 @@ __all__ = ["Run", "open_run", "SEVERITIES", "MIN_SAMPLES", "NO_FRAME", "NODE_VAL
            "KindCount", "LineTime", "SourceLine", "KeptTensor"]
 
 
-class Run(GraphQueries, FindingQueries, TimeQueries, RunCore):
+class Run(GraphQueries, FindingQueries, TimeQueries, StepQueries, RunCore):
     """A run file opened for reading. Thread-safe; a context manager."""
 
     def __enter__(self) -> Run:

@@ -14,15 +14,24 @@ without graphdbg. What is recorded is whole steps, so a recorded step's rows
 (and their statistics) are complete, and two runs of the same program record
 the same steps: `graphdbg diff` aligns them as before. A program without steps
 is recorded whole (up to --max-ops).
+
+Every step's end is written as an event `graphdbg_step` (docs/run-file.md),
+whatever `--eager-steps` says: `graphdbg diff` pairs ops only within the same
+step. Its payload: the step count, `restart` (the steps counted so far were
+calls of the first compiled graph, and this is the first optimizer step: they
+were one step) and `by` (optimizer | compiled call).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 import torch._dynamo.eval_frame
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
+
+from graphdbg.runfile.records import EventRow
 
 from ..context import CaptureContext
 from ..placement.stack import outward
@@ -107,8 +116,8 @@ class EagerSchedule:
         return self.every == 1
 
     def install(self) -> None:
-        if not self.always:
-            self._clock.install()
+        # always: the step events cost one optimizer post-hook and one call listener
+        self._clock.install()
 
     def uninstall(self) -> None:
         self._clock.uninstall()
@@ -127,6 +136,13 @@ class EagerSchedule:
 
     def _next_step(self, restart: bool = False, compiled: bool = False) -> None:
         self.done = 1 if restart else self.done + 1
+        ctx = self.ctx
+        ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_step",
+                                compile_id=None, metadata=None,
+                                payload=json.dumps({"step": self.done, "restart": restart,
+                                                    "by": self._by()})))
+        if self.always:
+            return  # every step recorded: the recorder stays as it is
         want = recorded_step(self.done + 1, self.first, self.every)
         mode = self.ctx.eager_mode
         if mode is not None:
