@@ -86,7 +86,7 @@ class GraphOutputs:
         al = self.al
         steps = al.steps_b if src_name == "B" else al.steps_a
         other_steps = al.steps_a if src_name == "B" else al.steps_b
-        src_paths = Paths(src.run)
+        src_paths = al.paths_b if src_name == "B" else al.paths_a
         other_paths = al.paths_a if src_name == "B" else al.paths_b
         specs: dict[int, list | None] = {}
         found: dict[int, tuple] = {}
@@ -95,7 +95,8 @@ class GraphOutputs:
         for c in src.run.iter_calls():
             step = steps.of(c.seq)
             if step != at and wants:    # calls come in seq order: that step is complete
-                self._step(at, wants, other, other_steps, other_paths, src_paths, found)
+                self._step(at, wants, src, steps, src_paths, other, other_steps, other_paths,
+                           found)
                 wants = []
             at = step
             if src.kinds.get(c.graph_id, "compile") != "compile" or not c.outputs:
@@ -118,10 +119,12 @@ class GraphOutputs:
                     continue
                 wants.append(_Want(c.seq, c.graph_id, c.call_idx, i, node, v))
         if wants:
-            self._step(at, wants, other, other_steps, other_paths, src_paths, found)
+            self._step(at, wants, src, steps, src_paths, other, other_steps, other_paths,
+                           found)
         return [found[g] for g in sorted(found, key=lambda g: found[g][0].call_seq)]
 
-    def _step(self, step, ws, other, other_steps, other_paths, src_paths, found) -> None:
+    def _step(self, step, ws, src, src_steps, src_paths, other, other_steps, other_paths,
+              found) -> None:
         # the node's call path as far as it knows it (its stack: the compiled function's frames)
         suffix: dict[_Want, Path] = {}
         for w in ws:
@@ -130,24 +133,13 @@ class GraphOutputs:
         by_line: dict[tuple, set] = defaultdict(set)
         for p in suffix.values():
             by_line[p[-1]].add(p)
-        # invocations: runs of consecutive ops at a path ending with the suffix
-        invs: dict[Path, list[list[Op]]] = defaultdict(list)
-        last: dict[Path, tuple[int, Path]] = {}
-        for idx, o in enumerate(other.run.iter_ops_between(*other_steps.bounds(step))):
-            if o.phase != "forward" or o.file is None or (o.file, o.line) not in by_line:
-                continue        # a backward op at the line breaks the run, never starts one
-            path = other_paths.of_op(o)
-            if path is None:
-                continue
-            for s in by_line[path[-1]]:
-                if not ends_with(path, s):
-                    continue
-                prev = last.get(s)
-                if prev is not None and prev == (idx - 1, path):
-                    invs[s][-1].append(o)
-                else:
-                    invs[s].append([o])
-                last[s] = (idx, path)
+        invs = _invocations(other.run, other_steps.bounds(step), other_paths, by_line)
+        # a path the compiled run also ran eagerly in this step is not where its
+        # compiled calls ran (e.g. `ref = model(x)` beside `out = compiled(x)`)
+        eager_too = {path for runs in _invocations(
+            src.run, src_steps.bounds(step), src_paths, by_line).values() for path, _ in runs}
+        invs = {s: [ops for path, ops in runs if path not in eager_too]
+                for s, runs in invs.items()}
         calls: dict[Path, list[int]] = defaultdict(list)
         for w in ws:
             cs = calls[suffix[w]]
@@ -168,6 +160,29 @@ class GraphOutputs:
                                      numel(w.value.get("shape")))
             if not close and w.graph not in found:
                 found[w.graph] = (w, twin, rel if math.isfinite(rel) else math.inf)
+
+
+def _invocations(run, bounds: tuple, paths: Paths,
+                 by_line: dict[tuple, set]) -> dict[Path, list[tuple[Path, list[Op]]]]:
+    """For each wanted suffix: the runs of consecutive forward ops of a step
+    at a path ending with it, with their path, in order."""
+    invs: dict[Path, list[tuple[Path, list[Op]]]] = defaultdict(list)
+    last: dict[Path, tuple[int, Path]] = {}
+    for idx, o in enumerate(run.iter_ops_between(*bounds)):
+        if o.phase != "forward" or o.file is None or (o.file, o.line) not in by_line:
+            continue        # a backward op at the line breaks the run, never starts one
+        path = paths.of_op(o)
+        if path is None:
+            continue
+        for s in by_line[path[-1]]:
+            if not ends_with(path, s):
+                continue
+            if last.get(s) == (idx - 1, path):
+                invs[s][-1][1].append(o)
+            else:
+                invs[s].append((path, [o]))
+            last[s] = (idx, path)
+    return invs
 
 
 def _twin(inv: list[Op], w: _Want) -> Op | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..analysis.diff import RAN, ExportPair, RunDiff, RunSide
-from ..core.format import brief, ms, short
+from ..analysis.values import stats_text
+from ..core.format import at, brief, ms, num
 
 
 def export_pair_line(e: ExportPair) -> str:
@@ -48,39 +49,62 @@ def _side(name: str, s: RunSide) -> str:
             f"{s.ops} eager ops)")
 
 
+def _code(console, line: int | None, code: str | None) -> None:
+    from rich.markup import escape
+    if code and line is not None:
+        console.print(f"    [dim]{line:>5} │[/] {escape(code.strip())}")
+
+
 def render(diff: RunDiff, console) -> None:
     """`graphdbg diff` as text on a rich console."""
     from rich.markup import escape
     from rich.table import Table
 
     console.print(f"[bold]graphdbg diff[/] {_side('A', diff.a)}  {_side('B', diff.b)}")
-    console.print(f"aligned {diff.aligned_ops} eager ops by line, op and occurrence; "
-                  f"{diff.only_in_a} only in A, {diff.only_in_b} only in B")
+    steps = (f"in the same step ({diff.steps} steps)" if diff.steps is not None
+             else "over the whole run (the runs do not count steps alike)")
+    console.print(f"paired {diff.aligned_ops} eager ops by user call path, op and occurrence "
+                  f"{steps}; {diff.only_in_a} only in A, {diff.only_in_b} only in B")
     first = diff.first_divergence
     console.print()
     if first:
-        console.print(f"[red]✖ first divergence ({first.what})[/] "
-                      f"[cyan]{escape(short(first.file))}:{first.line}[/] {escape(first.op)} "
-                      f"(occurrence {first.occurrence})")
-        if first.code:
-            console.print(f"    [dim]{first.line:>5} │[/] {escape(first.code)}")
-        console.print(f"    A: {escape(str(first.a))}\n    B: {escape(str(first.b))}")
+        step = f" in step {first.step}" if first.step is not None else ""
+        console.print(f"[red]✖ first divergence ({first.what})[/] at "
+                      f"[cyan]{escape(at(first.file, first.line))}[/]: {escape(first.op)} "
+                      f"({first.phase or '-'}, occurrence {first.occurrence}{step})")
+        _code(console, first.line, first.code)
+        if first.what == "shape":
+            a, b = str(first.a), str(first.b)
+        else:
+            a, b = stats_text(first.a), stats_text(first.b)
+            console.print(f"    output {first.output}, relative difference {num(first.rel_diff)}")
+        console.print(f"    A: {escape(a)}\n    B: {escape(b)}")
     else:
-        console.print("[green]● no value or shape difference among aligned eager ops[/]")
+        console.print("[green]● no value or shape difference among paired eager ops[/]")
     for g in diff.graph_boundaries:
         what = {"onnx": "ONNX program of graph", "export": "exported program of graph"}.get(
             g.kind, "compiled graph")
-        console.print(f"[red]✖ {what} {g.graph} (run {g.compiled_in}) output differs[/] at "
-                      f"[cyan]{escape(short(g.file))}:{g.line}[/], call {g.call}")
-        if g.code:
-            console.print(f"    [dim]{g.line:>5} │[/] {escape(g.code)}")
+        step = f" in step {g.step}" if g.step is not None else ""
+        console.print(f"[red]✖ {what} {g.graph} (run {g.compiled_in}) output {g.output} "
+                      f"differs[/] at [cyan]{escape(at(g.file, g.line))}[/], call {g.call}{step}")
+        _code(console, g.line, g.code)
         side = {"onnx": "ONNX RT:", "export": "exported:"}.get(g.kind, "compiled:")
-        console.print(f"    {side} {escape(str(g.compiled))}\n    eager:    {escape(str(g.eager))}")
+        eager = f"eager ({g.eager_op}):" if g.eager_op else "eager:"
+        width = max(len(side), len(eager))
+        console.print(f"    {side:<{width}} {escape(stats_text(g.compiled))}\n"
+                      f"    {escape(eager):<{width}} {escape(stats_text(g.eager))}   "
+                      f"relative difference {num(g.rel_diff)}")
+    if diff.compared_outputs or diff.unpaired_outputs:
+        console.print(f"[dim]{diff.compared_outputs} compiled outputs compared with the eager "
+                      f"op that computed them"
+                      + (f"; {diff.unpaired_outputs} without one to pair with (not compared)"
+                         if diff.unpaired_outputs else "") + "[/]")
     if diff.compiled_in_one_run:
         c = diff.compiled_in_one_run[0]
         how = " or ".join(RAN[k] for k in RAN if any(x.kind == k for x in diff.compiled_in_one_run))
         console.print(f"{len(diff.compiled_in_one_run)} lines ran {how} in one run and eagerly "
-                      f"in the other (e.g. {escape(brief(c.file))}:{c.line})")
+                      f"in the other (e.g. {escape(brief(c.file))}:{c.line}): not compared op "
+                      f"by op")
     for e in diff.exports:
         console.print(export_pair_line(e))
     if diff.timing:
