@@ -231,3 +231,91 @@ def test_no_hooks_module_is_over_700_lines():
             if name.startswith("graphdbg.hooks")
             and (n := len(path.read_text().splitlines())) > 700}
     assert long == {}
+
+
+# The views and the analysis below them read runs through the query layer's
+# methods only: SQL stays in graphdbg.runfile (docs/architecture.md)
+_SQL_CALLS = {"execute", "executemany", "executescript", "query", "_execute", "_rows",
+              "_iter", "_batches"}
+
+
+def _sql_uses(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[0] == "sqlite3"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlite3":
+            found.append(f"{node.lineno}: from {node.module}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _SQL_CALLS):
+            found.append(f"{node.lineno}: .{node.func.attr}(")
+    return found
+
+
+def test_reporters_and_analysis_run_no_sql():
+    offenders = {name: uses for name, path in _modules().items()
+                 if name.startswith(("graphdbg.reporters", "graphdbg.analysis"))
+                 and (uses := _sql_uses(ast.parse(path.read_text())))}
+    assert offenders == {}
+
+
+def test_the_sql_check_finds_sql():
+    assert _sql_uses(ast.parse("import sqlite3")) == ["1: import sqlite3"]
+    assert _sql_uses(ast.parse("run.query('SELECT 1')\nrun._rows('SELECT 2')")) == \
+        ["1: .query(", "2: ._rows("]
+    assert _sql_uses(ast.parse("from sqlite3 import Row")) != []
+    assert _sql_uses(ast.parse("run.graphs(); run.findings('recompile')")) == []
+
+
+# Commands own their output: the one console factory is commands/output.py's
+# (the capture's progress bars on stderr, hooks/progress.py, make their own)
+CONSOLE_MAKERS = {"graphdbg.commands.output", "graphdbg.hooks.progress"}
+
+
+def _console_calls(tree: ast.AST) -> list[int]:
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id == "Console")
+        or (isinstance(node.func, ast.Attribute) and node.func.attr == "Console"))]
+
+
+def test_only_the_commands_output_module_makes_a_console():
+    makers = {name: lines for name, path in _modules().items()
+              if (lines := _console_calls(ast.parse(path.read_text())))}
+    assert set(makers) <= CONSOLE_MAKERS, makers
+    assert "graphdbg.commands.output" in makers
+    assert _console_calls(ast.parse("import rich.console\nc = rich.console.Console()")) == [2]
+
+
+def test_the_tui_takes_the_rank_comparison_from_the_analysis():
+    graph = _graph()
+    assert [m for m, targets in graph.items() if m.startswith("graphdbg.tui")
+            and "graphdbg.reporters.ranks" in targets] == []
+    assert "graphdbg.analysis.ranks" in graph["graphdbg.tui.model.job"]
+
+
+# What the views show is worked out once, in graphdbg.analysis; the reporters
+# render it (a comparison defined in a reporter is one the TUI cannot share)
+ANALYSES = {"compare", "Comparison", "Difference", "RankSummary", "diff_job", "diff_pair",
+            "JobDiff", "RankPair", "RankDivergence", "diff_runs", "AlignedOps", "read_side"}
+
+
+def test_the_comparisons_are_defined_in_the_analysis_only():
+    where = {}
+    for name, path in _modules().items():
+        if name.startswith(("graphdbg.analysis", "graphdbg.reporters", "graphdbg.tui")):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in ANALYSES:
+                    where.setdefault(node.name, set()).add(name)
+    in_views = {n: ms for n, ms in where.items() if any(
+        not m.startswith("graphdbg.analysis") for m in ms)}
+    assert in_views == {}
+    assert {"compare", "diff_job", "diff_runs"} <= set(where)
+
+
+def test_no_query_reporter_or_analysis_module_is_over_700_lines():
+    long = {name: n for name, path in _modules().items()
+            if (name.startswith(("graphdbg.reporters", "graphdbg.analysis"))
+                or name.startswith("graphdbg.runfile.query"))
+            and (n := len(path.read_text().splitlines())) > 700}
+    assert long == {}
