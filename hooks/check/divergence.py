@@ -39,6 +39,7 @@ from graphdbg.runfile.records import NodeTimeRow
 from . import checkcost
 from ..context import CaptureContext
 from ..findings.writer import Findings
+from ..placement.modules import node_target
 from .gradients import (compare_gradients, eager, grad_inputs, gradients_of, judge_gradients,
                         nonfinite_gradients)
 from .interpreter import (NAN, DrawWatchingReference, EagerReference, EagerRun, Float64Judge,
@@ -46,8 +47,9 @@ from .interpreter import (NAN, DrawWatchingReference, EagerReference, EagerRun, 
 from .localize import Localization, Localizer, PrefixGradients
 from .nodevalues import node_value_rows, value_summary
 from .numerics import Tolerance, ValueDiff, finding, worst
-from .subgraphs import (aliased_input, clone_inputs, flat, is_random, mark_random,
+from .subgraphs import (aliased_input, clone_inputs, flat, mark_random,
                         mutates_inputs, output_names, preserved_rng, rng_state, set_rng)
+from . import verdicts
 
 
 def _weak(obj: Any) -> Callable[[], Any]:
@@ -208,6 +210,9 @@ class DivergenceChecker:
             return
         self.reported.add(key)
         loc = self.localizer.forward(inputs, rng, ref, judge, d)
+        consumed = self._nonfinite_origin(loc, ref, judge)
+        # eager's NaN/Inf that reach an output: their nan_inf finding there says it
+        said = consumed is not None and f"nonfinite|{loc.node}" in self.reported
         if self.checked == 1 or not self.values_localized:
             # the first checked call, or the call whose divergence was localised
             self.values_localized = True
@@ -216,8 +221,9 @@ class DivergenceChecker:
         if loc.random is not None:
             loc.random.compiles, loc.random.by_stage = loc.compiles, dict(loc.by_stage)
             self._report(call_idx, what, d, loc.random)
-        if loc.node is not None or loc.random is None:
-            self._report(call_idx, what, d, loc)
+        if (loc.node is not None or loc.random is None) and not said:
+            self._report(call_idx, what, d, loc,
+                         consumed=consumed if isinstance(consumed, torch.fx.Node) else None)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
                 self._compiled_nonfinite(loc.node, call_idx, compiled, args)
 
@@ -353,15 +359,35 @@ class DivergenceChecker:
             compiled_too=bool(bits_c) if where == "eager" else None,
             masked_by=_masked_by(self.localizer.nodes[loc.node]), loc=loc)
 
+    def _nonfinite_origin(self, loc: Localization, ref: Any, judge: Float64Judge | None
+                          ) -> torch.fx.Node | bool | None:
+        """Eager's NaN/Inf behind the divergence localised at ``loc.node``:
+        ``loc`` moved to the node that first made them (`verdicts`); returns
+        the node that turned them finite again, True when none did, None when
+        the divergence is not about eager's NaN/Inf."""
+        flags = getattr(ref, "flags", None)
+        if loc.node is None or loc.diff is None or not flags:
+            return None
+        node = self.localizer.nodes[loc.node]
+        found = verdicts.nonfinite_origin(
+            node, loc.diff, flags, lambda n: judge.values.get(n) if judge is not None else None)
+        if found is None:
+            return None
+        origin, diff, consumed = found
+        if origin is not node:
+            loc.node, loc.diff, loc.target, loc.isolated = (origin.name, diff,
+                                                            node_target(origin), None)
+            loc.method = f"{loc.method}, eager's {diff.value} traced back"
+        return consumed if consumed is not None else True
+
     def _report(self, call_idx: int, what: Checked, final: ValueDiff, loc: Localization,
-                direction: str = "forward") -> None:
+                direction: str = "forward", consumed: torch.fx.Node | None = None) -> None:
         node = self.localizer.nodes.get(loc.node) if loc.node else None
-        kind = (loc.diff or final).kind
-        if node is not None and is_random(node) and kind != "precision":
-            kind = "random"
+        # random only where the node drew (the draws of nodes before it were replayed)
+        kind = verdicts.kind((loc.diff or final).kind, node)
         self.findings.divergence(self.graph_id, node, call_idx, kind, final, loc,
                                  output=what.output, mutated_input=what.mutated_input,
-                                 direction=direction)
+                                 direction=direction, consumed=consumed)
 
     def _compiled_nonfinite(self, name: str, call_idx: int, compiled: list, args: tuple) -> None:
         """The first divergent node is NaN/Inf compiled only: a finding when

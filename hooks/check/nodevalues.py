@@ -13,7 +13,7 @@ distance and a status:
 - ``ok``: compiled matches eager (or, for a node whose compiled value is not
   known, every compiled output matched: nothing to examine);
 - ``differs``: compiled and eager differ beyond tolerance at this node
-  (``kind`` says how: miscompile, precision, shape, dtype, random);
+  (``kind`` says how: miscompile, precision, nonfinite, shape, dtype, random);
 - ``first divergent``: the node localisation named;
 - ``not compared``: outputs diverged and this node's compiled value is not
   known (bisection, or a stage that failed).
@@ -34,6 +34,7 @@ from graphdbg.runfile.records import NodeValueRow
 
 from .numerics import DEFAULT_TOLERANCES, Tolerance, compare_values, is_finding, rmse
 from .subgraphs import COMPUTE_OPS, is_random, output_names
+from . import verdicts
 from ..record.tensorstats import describe, summarize
 
 OK, DIFFERS, FIRST, NOT_COMPARED = "ok", "differs", "first divergent", "not compared"
@@ -185,9 +186,7 @@ def node_value_rows(graph_id: int, call_idx: int, gm: torch.fx.GraphModule, ref,
                 e_vs_j = _distance(j2, e2) if j2 is not None else e_vs_j
             d = compare_values(c, e2, j2, tol)
             if is_finding(d):
-                status, kind = DIFFERS, d.kind
-                if is_random(node) and d.kind != "precision":
-                    kind = "random"
+                status, kind = DIFFERS, verdicts.kind(d.kind, node)
             else:
                 status = OK
                 kind = d.kind if d is not None else None  # a benign precision difference

@@ -1,10 +1,13 @@
 """How far a compiled value is from eager, judged against float64.
 
 Pure numerics: no compiling, no graphs. A difference beyond per-dtype
-tolerances is a ``miscompile`` when the compiled error against the float64
-judge is clearly larger than eager's own (the rule of PyTorch's accuracy
-checks: rmse(judge, compiled) > 2 * rmse(judge, eager) + atol/10), and
-``precision`` otherwise; a precision difference is a finding only in a
+tolerances is ``nonfinite`` when one side is NaN/Inf where the other is
+finite (which side, and whether float64 is finite there: rmse ignores
+non-finite values, so without this an overflow in eager would pass for
+eager's rounding); else a ``miscompile`` when the compiled error against the
+float64 judge is clearly larger than eager's own (the rule of PyTorch's
+accuracy checks: rmse(judge, compiled) > 2 * rmse(judge, eager) + atol/10),
+and ``precision`` otherwise; a precision difference is a finding only in a
 low-precision dtype (benign float32 reordering is not).
 """
 
@@ -42,8 +45,13 @@ class ValueDiff:
     max_rel: float
     eager_vs_fp64: float | None
     compiled_vs_fp64: float | None
-    kind: str            # miscompile | precision | shape | dtype
+    kind: str            # miscompile | precision | shape | dtype | nonfinite (| random)
     dtype: str
+    # nonfinite: the side NaN/Inf where the other is finite (eager | compiled |
+    # both), what it is (NaN | Inf), and whether float64 is finite there
+    side: str | None = None
+    value: str | None = None
+    fp64_finite: bool | None = None
 
 
 def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -83,19 +91,32 @@ def compare_values(compiled: Any, eager: Any, judge: Any = None,
     max_abs = float(abs_err.max()) if abs_err.numel() else math.inf
     rel = abs_err / e64.abs()[both].clamp_min(atol)
     max_rel = float(rel.max()) if rel.numel() else math.inf
-    if nan_mismatch:
+    fin_c, fin_e = torch.isfinite(c64), torch.isfinite(e64)
+    only_c, only_e = fin_c & ~fin_e, fin_e & ~fin_c  # finite on one side only
+    in_e, in_c = bool(only_c.any()), bool(only_e.any())  # NaN/Inf in eager, compiled
+    if nan_mismatch or in_e or in_c:
         max_abs = max_rel = math.inf
     eager_err = compiled_err = None
     kind = "miscompile"
-    if isinstance(judge, torch.Tensor) and judge.shape == eager.shape:
+    judged = isinstance(judge, torch.Tensor) and judge.shape == eager.shape
+    if judged:
         eager_err, compiled_err = rmse(judge, e64), rmse(judge, c64)
         if not nan_mismatch and compiled_err <= MULTIPLIER * eager_err + atol / 10:
             kind = "precision"
+    if in_e or in_c:
+        bad = torch.where(only_c, e64, c64)[only_c | only_e]  # the non-finite values
+        fp64 = None
+        if judged:
+            fp64 = bool(torch.isfinite(judge.detach().to(torch.float64)[only_c | only_e]).all())
+        return ValueDiff(max_abs, max_rel, eager_err, compiled_err, "nonfinite", dtype,
+                         side="both" if in_e and in_c else "eager" if in_e else "compiled",
+                         value="NaN" if bool(torch.isnan(bad).any()) else "Inf", fp64_finite=fp64)
     return ValueDiff(max_abs, max_rel, eager_err, compiled_err, kind, dtype)
 
 
 def is_finding(d: ValueDiff | None) -> bool:
-    """A miscompile always; a precision difference only in a low-precision dtype."""
+    """A miscompile (or NaN/Inf on one side) always; a precision difference
+    only in a low-precision dtype."""
     if d is None:
         return False
     if d.kind == "precision":
@@ -111,8 +132,8 @@ def finding(compiled: Any, eager: Any, judge: Any = None,
 
 
 def rank(d: ValueDiff) -> tuple:
-    """Miscompiles first, then by relative error."""
-    return (d.kind == "miscompile", d.max_rel if math.isfinite(d.max_rel) else 1e300)
+    """Miscompiles (and NaN/Inf on one side) first, then by relative error."""
+    return (d.kind in ("miscompile", "nonfinite"), d.max_rel if math.isfinite(d.max_rel) else 1e300)
 
 
 def worst(diffs: Iterable[tuple[ValueDiff | None, Any]]) -> tuple[ValueDiff, Any] | None:

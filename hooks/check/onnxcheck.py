@@ -22,9 +22,7 @@ inference session and its model are left as they were.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +31,8 @@ import torch
 import torch.fx
 
 from .exported import flat_inputs
-from .interpreter import EagerReference, Float64Judge
+from . import verdicts
+from .interpreter import DrawWatchingReference, EagerReference, Float64Judge
 from .numerics import Tolerance, ValueDiff, compare_values, is_finding
 from .subgraphs import clone_inputs, flat, preserved_rng, set_rng
 
@@ -134,12 +133,32 @@ def onnx_values(program, names: list[str], flat_inputs: list) -> dict[str, torch
     return {n: op._from_ort_value(r) for n, r in zip(out_names, results) if n in wanted}
 
 
-def _draws_random(node: torch.fx.Node) -> bool:
-    """An op aten tags as drawing random numbers (dropout, bernoulli...)."""
-    if node.target is operator.getitem and node.args and isinstance(node.args[0], torch.fx.Node):
-        node = node.args[0]   # an element of native_dropout's (output, mask)
-    tags = getattr(node.target, "tags", ()) or ()
-    return torch.Tag.nondeterministic_seeded in tags
+def _tagged(node: torch.fx.Node) -> bool:
+    """An op aten tags as one that may draw random numbers."""
+    return torch.Tag.nondeterministic_seeded in (getattr(node.target, "tags", ()) or ())
+
+
+def _drawn(gm: torch.fx.GraphModule, differing: list[torch.fx.Node], ep_inputs: list,
+           rng: tuple | None) -> set[str]:
+    """The nodes that drew random numbers when the exported program ran
+    eagerly (`verdicts`: a draw that happened, not a tag), run again only
+    when a tagged op is at or before a differing node."""
+    seen, stack = set(), list(differing)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if _tagged(n):
+            break
+        stack.extend(n.all_input_nodes)
+    else:
+        return set()
+    with preserved_rng(), torch.no_grad():
+        set_rng(rng)
+        ref = DrawWatchingReference(gm)
+        ref.run(*clone_inputs(ep_inputs))
+    return ref.drew
 
 
 def _comparable(onnx: Any, eager: Any) -> Any:
@@ -210,10 +229,14 @@ def check(program, args: tuple, kwargs: dict, tol: Tolerance,
         except Exception:
             judge_values = {}
         rows = compare(True)
-    random = {n.name for n in order if _draws_random(n)}
-    for r in rows:   # ONNX Runtime's own random streams: not a translation error
-        if r.diff is not None and r.name in random:
-            r.diff = dataclasses.replace(r.diff, kind="random")
+    # ONNX Runtime's own random streams: not a translation error where eager
+    # drew (the node, or one before it: nothing replays the draws here)
+    nodes = {n.name: n for n in order}
+    differing = [nodes[r.name] for r in rows if r.diff is not None]
+    drawn = _drawn(gm, differing, ep_inputs, rng) if differing else set()
+    for r in rows:
+        if r.diff is not None:
+            r.diff = verdicts.as_random(r.diff, nodes[r.name], drawn, upstream=True)
     differs = [r for r in rows if r.status == "differs"]
     first = next((r for r in differs if r.diff.kind != "precision"), None) or \
         (differs[0] if differs else None)

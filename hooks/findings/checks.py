@@ -29,10 +29,15 @@ class Checks:
     # -- eager vs compiled ---------------------------------------------------------------
     def divergence(self, graph_id: int, node, call_idx: int, kind: str, final, loc, *,
                    output: int | None, mutated_input: int | None,
-                   direction: str = "forward") -> None:
+                   direction: str = "forward", consumed=None) -> None:
         """Compiled parts from eager at ``node`` (a `localize.Localization`
         ``loc`` says how it was found; ``final`` is the difference at the
-        graph's output or mutated input)."""
+        graph's output or mutated input; ``consumed``: for eager's NaN/Inf,
+        the node that made them finite again).
+
+        One finding per cause: the same verdict at the same user line and op
+        (a layer's line in every layer of a model, each graph of a model
+        compiled again) counts up, its graphs and compile ids listed."""
         w = self.writer
         name = loc.node
         user_id, stack, mpath, mcls = node_source(w, node) if node is not None else (None,) * 4
@@ -41,7 +46,11 @@ class Checks:
         d = loc.diff or final
         stage = self.ctx.graphs[graph_id].backend if loc.stage == "user" else loc.stage
         what = f"{loc.target or name}" if name else "an output"
-        if kind == "random":
+        severity = _SEVERITY.get(kind, "error")
+        made_finite = None
+        if kind == "nonfinite":
+            message, hint, severity, made_finite = self._nonfinite_text(d, what, consumed)
+        elif kind == "random":
             message = f"compiled and eager draw different random numbers at {what}"
             hint = ("Different random streams, not a miscompile: the compiled graph draws its "
                     "random numbers differently (decomposed random ops, inductor's own generator); "
@@ -63,6 +72,9 @@ class Checks:
                     if loc.isolated and loc.isolated.get("diverges")
                     else "The node alone matches eager: the error comes from how it is fused or "
                          "from earlier nodes' rounding.")
+        nonfinite = dict(nonfinite_side=d.side, nonfinite_value=d.value,
+                         fp64_finite=d.fp64_finite, made_finite_at=made_finite) \
+            if kind == "nonfinite" else {}
         detail = DivergenceDetail.of(
             classification=kind, call=call_idx, direction=direction,
             output=output, mutated_input=mutated_input,
@@ -74,11 +86,70 @@ class Checks:
             eager_vs_fp64=d.eager_vs_fp64, compiled_vs_fp64=d.compiled_vs_fp64,
             dtype=d.dtype, isolated=loc.isolated, undecided=loc.undecided,
             output_max_abs=finite_or_none(final.max_abs),
-            output_max_rel=finite_or_none(final.max_rel))
-        self._add(f"divergence|{graph_id}|{name}|{kind}|{direction}", kind="divergence",
-                  severity=_SEVERITY.get(kind, "error"), message=message, hint=hint,
+            output_max_rel=finite_or_none(final.max_rel), **nonfinite, graphs=[graph_id])
+        key = self._cause_key("divergence", graph_id, name, kind, direction, user_id, loc.target)
+        self._add(key, kind="divergence", severity=severity, message=message, hint=hint,
                   user_frame=user_id, stack=stack, graph_id=graph_id, node=name, op=loc.target,
-                  detail=detail)
+                  compile_id=self.ctx.graphs[graph_id].compile_id, detail=detail)
+        self._seen_in_graph(key, graph_id)
+
+    def _cause_key(self, kind: str, graph_id: int, node: str | None, verdict: str,
+                   direction: str, user_id: int | None, op: str | None) -> str:
+        """A finding's key as its cause: the verdict, the user's line and the
+        op (not the graph, node name or call, which differ between layers and
+        recompiles of the same line); without a line, the graph's node."""
+        if user_id is not None and op:
+            f = self.writer.frame(user_id)
+            if f is not None:
+                return f"{kind}|{verdict}|{direction}|{f['file']}:{f['line']}|{op}"
+        return f"{kind}|{graph_id}|{node}|{verdict}|{direction}"
+
+    def _seen_in_graph(self, key: str, graph_id: int) -> None:
+        """A repeat of a finding in another graph: listed in its detail."""
+        row = self._written.get(key)
+        detail = row["detail"] if row else None
+        if detail is not None and graph_id not in (detail.graphs or []):
+            self._update(key, detail=detail.updated(graphs=[*(detail.graphs or []), graph_id][:50]))
+
+    def _nonfinite_text(self, d, what: str, consumed) -> tuple[str, str, str, dict | None]:
+        """(message, hint, severity, where eager's became finite) of NaN/Inf
+        on one side only. Eager's own overflow (float64 finite there) is the
+        program's, not the compiler's: the compiled side is the closer one."""
+        value = d.value or "NaN/Inf"
+        made = None
+        if consumed is not None:
+            f_id = node_source(self.writer, consumed)[0]
+            f = self.writer.frame(f_id) if f_id else None
+            made = {"node": consumed.name, "op": node_target(consumed),
+                    "file": f["file"] if f else None, "line": f["line"] if f else None}
+        goes = "overflows to inf" if value == "Inf" else "goes NaN"
+        fp64 = {True: "float64 stays finite there", False: "float64 is NaN/Inf there too",
+                None: "float64 not known"}[d.fp64_finite]
+        if d.side == "eager" and made:
+            where = f" ({os.path.basename(made['file'])}:{made['line']})" if made["file"] else ""
+            message = (f"eager {goes} at {what} ({d.dtype}; {fp64}), compiled does not: "
+                       f"{made['op']}{where} turns eager's {value} into finite values that "
+                       f"differ from compiled's")
+        elif d.side == "eager":
+            message = f"eager {goes} at {what} ({d.dtype}), compiled stays finite ({fp64})"
+        if d.side == "eager":
+            if d.fp64_finite:
+                hint = (f"Not a miscompile: the compiled code is the closer one to float64 (it "
+                        f"keeps intermediates in higher precision); eager's {d.dtype} {value} "
+                        f"is the program's own. Compute this in float32 (x.float()) to make "
+                        f"eager finite too.")
+            else:
+                hint = (f"Eager's {value} here is the program's own (float64 has it too); the "
+                        f"compiled code does not produce it. Check the inputs of this line.")
+            return message, hint, "warning", made
+        other = "both sides, each where the other is finite" if d.side == "both" else "compiled"
+        message = f"{other} {goes} at {what} ({d.dtype}), eager stays finite ({fp64})" \
+            if d.side != "both" else f"NaN/Inf on {other} at {what} ({d.dtype}; {fp64})"
+        hint = ("The compiled code makes non-finite values that eager does not: how the backend "
+                "computes this op (its precision, its handling of edge cases) differs from eager."
+                if d.fp64_finite is not False else
+                "float64 is non-finite here too: eager's finite value is its own rounding.")
+        return message, hint, ("error" if d.fp64_finite is not False else "warning"), made
 
     def aliasing(self, graph_id: int, call_idx: int, output: int, compiled: int | None,
                  eager: int | None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import traceback
 
 _SEVERITY = {"miscompile": "error", "shape": "error", "dtype": "error",
-             "precision": "info", "random": "warning"}
+             "precision": "info", "random": "warning", "nonfinite": "warning"}
 
 
 def _format_tb(exc: BaseException | None) -> str | None:

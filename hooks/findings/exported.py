@@ -447,6 +447,20 @@ class ExportFindings:
             hint = ("ONNX Runtime has its own random streams: the model was exported with a "
                     "random op running (dropout in training mode?). Export after model.eval() "
                     "for inference; nodes after this one were not judged.")
+        elif kind == "nonfinite":
+            goes = "overflows to inf" if d.value == "Inf" else "goes NaN"
+            fp64 = {True: "float64 stays finite there", False: "float64 is NaN/Inf there too",
+                    None: "float64 not known"}[d.fp64_finite]
+            side, other = ("eager", "ONNX Runtime") if d.side == "eager" else \
+                ("ONNX Runtime", "eager")
+            message = (f"{side} {goes} at {what} ({d.dtype}), {other} stays finite ({fp64})"
+                       if d.side != "both" else
+                       f"eager and ONNX Runtime each go NaN/Inf where the other is finite at "
+                       f"{what} ({fp64})")
+            hint = (f"The ONNX ops translated from this node treat an edge case otherwise than "
+                    f"torch on the same inputs ({on}): a fully masked attention row (torch "
+                    f"returns 0 there), a division by 0, an overflow in {d.dtype}. Every "
+                    f"earlier node matches.")
         elif kind == "precision":
             message = (f"ONNX Runtime differs from eager at {what} but is as close or closer to "
                        f"float64 ({d.dtype})")
@@ -473,7 +487,9 @@ class ExportFindings:
                       max_rel=finite_or_none(d.max_rel), eager_vs_fp64=d.eager_vs_fp64,
                       compiled_vs_fp64=d.compiled_vs_fp64, dtype=d.dtype,
                       output_max_abs=finite_or_none(output.max_abs) if output else None,
-                      output_max_rel=finite_or_none(output.max_rel) if output else None))
+                      output_max_rel=finite_or_none(output.max_rel) if output else None,
+                      **(dict(nonfinite_side=d.side, nonfinite_value=d.value,
+                              fp64_finite=d.fp64_finite) if kind == "nonfinite" else {})))
 
     def export_divergence(self, graph_id: int, kind: str, call_idx: int, found) -> None:
         """The exported program computes something else than its eager model
