@@ -22,15 +22,18 @@ def make(path, src, ops, graph=None):
     seq = 0
     for line, op, phase, shapes, st, ns in ops:
         seq += 1
-        w.add(OpRow(seq, op, phase, json.dumps(shapes), "[]", json.dumps(st) if st else None,
+        w.add(OpRow(seq, op, phase, json.dumps(shapes), json.dumps(["float32"] * len(shapes)),
+                    json.dumps(st) if st else None,
                     ns, w.frame_id(src, line, "f"), None, None, None))
     if graph:
         fn_line, node_line, outputs = graph
         w.put_graph(1, compile_id="0/0", backend="eager", code_name="f", code_file=src,
                     code_line=fn_line, n_nodes=2, status="compiled")
         w.add(NodeRow(1, 0, "x", "placeholder", "x", None, None, None, None, None, None, ""))
-        w.add(NodeRow(1, 1, "mul", "call_function", "mul", None, None,
-                      w.frame_id(src, node_line, "f"), None, None, None, ""))
+        w.add(NodeRow(1, 1, "mul", "call_function", "_operator.mul", "[[4]]", '["float32"]',
+                      w.frame_id(src, node_line, "f"), None, None, None, "x, 2"))
+        w.add(NodeRow(1, 2, "output", "output", "output", None, None, None, None, None, None,
+                      "(mul,)"))
         for i, out in enumerate(outputs):
             seq += 1
             w.add(CallRow(seq, 1, i, 500, json.dumps(out)))
@@ -64,10 +67,12 @@ def test_first_divergence_is_the_earliest_in_a_even_when_b_is_out_of_step(tmp_pa
     assert [t.line for t in d.timing] == [4, 9, 1, 2, 3, 5]  # most changed first, ties by line
     # the JSON document: the same, as plain values in the documented order
     doc = d.as_dict()
-    assert list(doc) == ["schema", "a", "b", "aligned_ops", "only_in_a", "only_in_b",
-                         "first_divergence", "graph_boundaries", "compiled_in_one_run", "timing"]
+    assert list(doc) == ["schema", "a", "b", "aligned_ops", "only_in_a", "only_in_b", "steps",
+                         "compared_outputs", "unpaired_outputs", "first_divergence",
+                         "graph_boundaries", "compiled_in_one_run", "timing"]
+    assert doc["schema"] == "graphdbg-diff/2" and doc["steps"] is None  # no step events
     assert list(doc["first_divergence"]) == ["what", "file", "line", "code", "op", "occurrence",
-                                             "output", "rel_diff", "a", "b"]
+                                             "step", "phase", "output", "rel_diff", "a", "b"]
     assert doc["timing"][0] == {"file": src, "line": 4, "a_ns": 10, "b_ns": 20, "delta_ns": 10}
     assert json.loads(d.to_json()) == doc
 
@@ -82,7 +87,8 @@ def test_occurrences_shapes_and_only_in_counts(tmp_path):
     first = d.first_divergence
     assert (first.what, first.occurrence, first.a, first.b) == ("shape", 1, [[2]], [[3]])
     assert first.as_dict() == {"what": "shape", "file": src, "line": 1, "code": "",
-                               "op": "aten.add.Tensor", "occurrence": 1, "a": [[2]], "b": [[3]]}
+                               "op": "aten.add.Tensor", "occurrence": 1, "step": None,
+                               "phase": "forward", "a": [[2]], "b": [[3]]}
     same = diff_runs(make(tmp_path / "c.run", src, a_ops), make(tmp_path / "d.run", src, a_ops))
     assert same.first_divergence is None and same.aligned_ops == 3 and not same.differs
     assert same.as_dict()["first_divergence"] is None
@@ -102,8 +108,9 @@ def test_compiled_graph_output_against_the_other_runs_value_at_that_line(tmp_pat
     src = str(tmp_path / "m.py")
     eager = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10),
              (3, "aten.mul.Tensor", "forward", [[4]], stats(0.5), 10),   # graph output, call 0
+             (1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10),
              (3, "aten.mul.Tensor", "forward", [[4]], stats(0.7), 10)]   # call 1
-    compiled = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10)]
+    compiled = [(1, "aten.add.Tensor", "forward", [[2]], stats(0.1), 10)] * 2
     outs = [[{"shape": [4], "dtype": "float32", "stats": stats(0.5)[0]}],
             [{"shape": [4], "dtype": "float32", "stats": stats(3.0)[0]}]]
     d = diff_runs(make(tmp_path / "e.run", src, eager),
@@ -114,10 +121,19 @@ def test_compiled_graph_output_against_the_other_runs_value_at_that_line(tmp_pat
     assert b.compiled["mean"] == 3.0 and b.eager["mean"] == 0.7
     assert [c.as_dict() for c in d.compiled_in_one_run] == [
         {"compiled_in": "B", "file": src, "line": 3}]
+    assert (b.output, b.eager_op, d.compared_outputs, d.unpaired_outputs) == (
+        0, "aten.mul.Tensor", 2, 0)
     assert list(b.as_dict()) == ["what", "file", "line", "code", "compiled_in", "graph", "call",
-                                 "rel_diff", "compiled", "eager"]
+                                 "output", "eager_op", "step", "rel_diff", "compiled", "eager"]
     times = {t.line: (t.a_ns, t.b_ns) for t in d.timing}
     assert times[2] == (0, 1000) and times[3] == (20, 0)  # two calls at the function's line
+
+    # the two calls' lines ran back to back in the eager run: one run of ops at
+    # line 3 for two calls, no way to tell which is which: not paired, no ✖
+    eager = [e for e in eager if e[0] == 3]
+    d = diff_runs(make(tmp_path / "e2.run", src, eager),
+                  make(tmp_path / "c2.run", src, compiled, graph=(2, 3, outs)))
+    assert not d.differs and (d.compared_outputs, d.unpaired_outputs) == (0, 2)
 
 
 def test_the_merge_stops_once_nothing_earlier_in_a_is_left(tmp_path, monkeypatch):

@@ -14,11 +14,17 @@ class DiffCommand:
     def prepare_parser(self, subparsers: argparse._SubParsersAction) -> None:
         dif = subparsers.add_parser(
             "diff", help="compare two runs of the same program, or a job's ranks",
-            description="Align two runs (e.g. `graphdbg run --stance force_eager` against a "
-                        "compiled run) by source line, op and occurrence, and report where "
-                        "shapes, values or timings part ways. Exits 1 when values or shapes "
-                        "differ. Given a job's folder (the rank<R>.run files of a torchrun or "
-                        "srun job), rank 0 is aligned against each other rank the same way, "
+            description="Compare two runs of the same program (e.g. `graphdbg run --stance "
+                        "force_eager` against a compiled run). Eager ops are paired by what "
+                        "ran: the same step (when both runs count the program's steps alike), "
+                        "user call path, op and occurrence; lines that ran compiled in one run "
+                        "and eagerly in the other are not compared op by op, and ops without a "
+                        "user line are not paired. Each compiled graph output is compared with "
+                        "the eager op of the other run that computed the same value (same "
+                        "step, line, shape and dtype); outputs without one are counted, not "
+                        "compared. Reports where shapes, values or timings part ways; exits 1 "
+                        "when values or shapes differ. Given a job's folder (the rank<R>.run files of a torchrun or "
+                        "srun job), rank 0 is aligned against each other rank by line, op and occurrence, "
                         "but values are not compared (each rank has its own data): only "
                         "where the op sequence or shapes part ways, the first place per pair "
                         "of ranks; exits 1 when they do.")

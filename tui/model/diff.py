@@ -10,10 +10,11 @@ Two kinds of diff, one model:
   a filter to the nodes that differ; the first divergent node. For an ONNX
   graph (torch.onnx.export) the other side is ONNX Runtime's value and eager
   the exported program run eagerly (`other`; the columns say so).
-- `DiffModel.for_runs(run_a, run_b)`: the eager ops of two runs aligned as
-  `graphdbg diff` aligns them (source line, op, phase, occurrence: never by
-  position), one row per (line, op, phase) with counts, time on each side,
-  and the largest value difference over the aligned occurrences.
+- `DiffModel.for_runs(run_a, run_b)`: the eager ops of two runs paired as
+  `graphdbg diff` pairs them (`graphdbg.analysis.align`: step, user call
+  path, op, phase, occurrence; never by position), one row per (line, op,
+  phase) with counts, time on each side, and the largest value difference
+  over the paired occurrences.
 
 Rows come a page at a time (`fetch`, for a worker thread; `extend`, on the
 UI thread); `first_divergent` and `next_differing` answer with row indices.
@@ -26,8 +27,10 @@ from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from graphdbg.analysis.diff import (AlignedOps, ExportPair, GraphBoundary, compare_ops,
-                                     export_pairs, graph_boundaries, read_side)
+from graphdbg.analysis.align import StepAlignment
+from graphdbg.analysis.diff import (ExportPair, GraphBoundary, compare_ops, export_pairs,
+                                     graph_boundaries, read_side)
+from graphdbg.analysis.values import full_stats, stats_text
 from graphdbg.core.format import brief, num
 from graphdbg.runfile.query import NodeValue, Run
 
@@ -54,38 +57,6 @@ def ns_text(ns: int | None) -> str:
     if abs(ns) >= 1_000_000:
         return f"{ns / 1e6:.2f}ms"
     return f"{ns / 1e3:.1f}µs"
-
-
-def stats_text(s: dict | None) -> str:
-    """A value summary in one cell: mean±std [min, max], NaN/Inf counts."""
-    if not s:
-        return "-"
-    parts = []
-    if "mean" in s:
-        parts.append(f"{num(s['mean'])}±{num(s.get('std'))} [{num(s.get('min'))}, {num(s.get('max'))}]")
-    if s.get("nan"):
-        parts.append(f"nan {s['nan']}")
-    if s.get("inf"):
-        parts.append(f"inf {s['inf']}")
-    if not parts:
-        parts.append(f"{s.get('dtype', '')}{list(s['shape']) if 'shape' in s else ''}")
-    return " ".join(parts)
-
-
-def full_stats(s: dict | None) -> str:
-    """Every field of a value summary, on one line."""
-    if not s:
-        return "-"
-    parts = []
-    if "shape" in s:
-        parts.append(f"{s.get('dtype', '')}{list(s['shape'])}")
-    for k in ("min", "max", "mean", "std", "norm"):
-        if k in s:
-            parts.append(f"{k} {num(s[k])}")
-    for k in ("nan", "inf"):
-        if s.get(k):
-            parts.append(f"{k} {s[k]}")
-    return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -432,8 +403,8 @@ class _Tally:
 def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
     """One row per (file, line, op, phase) of either run, in the order of A's
     first occurrence (then B's groups), with counts, time per side and the
-    largest value difference over the aligned occurrences (graphdbg diff's
-    alignment and value rule). Lines that ran compiled in one run are marked."""
+    largest value difference over the paired occurrences (graphdbg diff's
+    pairing and value rule: `StepAlignment`). Lines that ran compiled in one run are marked."""
     A, B = read_side(run_a), read_side(run_b)
     groups: OrderedDict[tuple, _Tally] = OrderedDict()
     for side, is_a in ((run_a, True), (run_b, False)):
@@ -448,11 +419,12 @@ def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
             else:
                 d.n_b += 1
                 d.t_b += o.time_ns or 0
-    for (g, k), a, b in AlignedOps(A, B):
-        found = compare_ops(a, b, k, rtol)
+    al = StepAlignment(A, B)
+    for (step, (path, op, phase), k), a, b in al:
+        found = compare_ops(a, b, k, rtol, al.step_label(step))
         if found is None:
             continue
-        d = groups[g]
+        d = groups[(a.file, a.line, op, phase)]
         if d.worst is None or found.rel_diff > d.worst:
             d.worst = found.rel_diff
         if d.first_k is None or k < d.first_k:
@@ -487,7 +459,7 @@ def align_runs(run_a: Run, run_b: Run, rtol: float = 1e-3) -> list[DiffRow]:
                             status.split(" (")[0], file, line, item))
     # compiled graphs' outputs against the value the other run computed at
     # the graph's output line (graphdbg diff's "graph boundaries")
-    for b in graph_boundaries(A, B, rtol):
+    for b in graph_boundaries(A, B, rtol, al):
         where = f"{brief(b.file)}:{b.line}" if b.file else "-"
         how = {"onnx": "ONNX", "export": "exported"}.get(b.kind, "compiled")
         cells = (where, f"graph {b.graph} output ({how} in {b.compiled_in})", "values",
