@@ -1,9 +1,9 @@
 """One view of a distributed job's ranks: `graphdbg report DIR` (text and
 --json), `graphdbg diff DIR` and `graphdbg tui DIR`'s job screen, on real
 2-rank torchrun jobs (tests/support/jobs.py, shared with the other
-distributed tests) and on small run files written by hand (RunWriter: every
-record known) for what a real job cannot easily show: a straggler, a call
-that waited, a missing rank, a stale file.
+distributed tests) and on small run files written by hand
+(tests/support/rankfiles.py: every record known) for what a real job cannot
+easily show: a straggler, a call that waited, a missing rank, a stale file.
 
 The reports are built in-process; one CLI subprocess per command at most."""
 
@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 from jobs import PROGRAMS, parted_hangs
+from rankfiles import AR, RELU, SUM, Rank, two_ranks
 
 from graphdbg.analysis.rankdiff import diff_job
 from graphdbg.analysis.ranks import STRAGGLER_MIN_S, WAIT_MIN_NS, compare, rank_list
 from graphdbg.reporters.ranks import document
 from graphdbg.runfile.job import Job, is_job_folder
-from graphdbg.runfile.records import CallRow, EventRow, NodeRow, OpRow
-from graphdbg.runfile.writer import RunWriter
 
 from conftest import graphdbg
 
@@ -255,92 +254,6 @@ def test_help_texts_say_they_take_a_job_folder():
 
 
 # -- small jobs written by hand --------------------------------------------------------
-
-SOURCE = """\
-import torch
-
-
-def step(x):
-    y = x.relu()
-    y = all_reduce(y)
-    return y.sum()
-
-
-for i in range(3):
-    step(torch.randn(8))
-"""
-
-
-class Rank:
-    """A rank's run file written with RunWriter."""
-
-    def __init__(self, folder: Path, rank: int, *, world: int = 2, job: str = "j1",
-                 status: str = "complete", name: str | None = None, restart: int = 0) -> None:
-        self.src = folder / "train.py"
-        if not self.src.exists():
-            self.src.write_text(SOURCE)
-        self.w = RunWriter(str(folder / (name or f"rank{rank}.run")), durable=False)
-        self.w.set_meta(argv=["train.py"], cwd=str(folder), module=False, rank=rank,
-                        world_size=world, local_rank=rank, local_world_size=world,
-                        group_rank=0, restart=restart, job=job, dist_backend="gloo",
-                        host="node0")
-        self.status = status
-        self.seq = 0
-        s = str(self.src)
-        self.frames = {ln: self.w.frame_id(s, ln, "step" if ln < 8 else "<module>")
-                       for ln in (4, 5, 6, 7, 11)}
-
-    def next(self) -> int:
-        self.seq += 1
-        return self.seq
-
-    def graph(self, gid: int, cid: str, nodes: list[tuple[str, int]], *,
-              collectives: list[str] = (), compile_s: float = 0.5, calls: list[int] = ()):
-        """A graph of `step` with nodes (target, line); `collectives`: its
-        nodes that are all_reduce; `calls`: wall ns of each call."""
-        code = "\n".join(f"    {n} = {t}()" for t, n in
-                         [(t, f"n{i}") for i, (t, _) in enumerate(nodes)])
-        self.w.put_graph(gid, compile_id=cid, backend="eager", code_name="step",
-                         code_file=str(self.src), code_line=4, n_nodes=len(nodes),
-                         status="compiled", compile_time_s=compile_s, graph_code=code)
-        for i, (target, line) in enumerate(nodes):
-            self.w.add(NodeRow(gid, i, f"n{i}", "call_function", target, "[[8]]", '["float32"]',
-                               self.frames[line], None, None, None, ""))
-        ops = [(f"n{i}", t) for i, (t, _) in enumerate(nodes) if t in collectives]
-        if ops:
-            self.w.add(EventRow(self.next(), 0.0, "graphdbg_collectives", cid, json.dumps(
-                {"graphdbg_collectives": {"graph_id": gid, "ops": [t for _, t in ops],
-                                          "nodes": [n for n, _ in ops]}}), None))
-        self.w.add(EventRow(self.next(), 0.0, "graphdbg_compile_time", cid, json.dumps(
-            {"graphdbg_compile_time": {"total": compile_s, "dynamo": compile_s}}), None))
-        for k, ns in enumerate(calls):
-            self.w.add(CallRow(self.next(), gid, k, ns, '[{"shape": [], "dtype": "float32"}]'))
-        return self
-
-    def op(self, op: str, line: int, shape=(8,)):
-        self.w.add(OpRow(self.next(), op, "forward", json.dumps([list(shape)]),
-                         '["float32"]', None, 1000, self.frames[line], None, None, None))
-        self.w.add_op_summary(op, "forward", self.frames[line], None, 1000)
-        return self
-
-    def finding(self, kind: str, line: int, message: str, **kw):
-        self.w.diagnostic(f"{kind}{line}{message}", kind=kind,
-                          severity=kw.pop("severity", "warning"), message=message,
-                          user_frame=self.frames[line], **kw)
-        return self
-
-    def close(self, position: dict | None = None) -> None:
-        if position is not None:
-            self.w.set_meta(position=position)
-        self.w.close(exit_status=0 if self.status == "complete" else None, status=self.status)
-
-
-RELU, AR, SUM = ("relu", 5), ("all_reduce", 6), ("sum", 7)
-
-
-def two_ranks(tmp_path: Path, **kw) -> tuple[Rank, Rank]:
-    return Rank(tmp_path, 0, **kw), Rank(tmp_path, 1, **kw)
-
 
 def test_synthetic_collectives_order_and_rank_lists(tmp_path):
     r0, r1 = two_ranks(tmp_path)
