@@ -2,6 +2,10 @@
 typed records, as plain frozen records (no rich, no textual, no SQL).
 
 - `diff` — two runs aligned by what ran (`graphdbg diff A B`, the TUI's two-run view).
+- `ranks` — a distributed job's ranks compared (`graphdbg report DIR`, the
+  TUI's job screen); `rankdiff` — rank 0 against each other rank op by op
+  (`graphdbg diff DIR`); `jobtext` — the job's header, rank lists and where a
+  rank was, in the words every view of a job uses.
 
 The report, the JSON, the TUI and the HTML page render these records, so they
 never disagree. May import `graphdbg.core` and `graphdbg.runfile` only.

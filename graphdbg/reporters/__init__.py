@@ -1,9 +1,16 @@
-"""Reporters: a run file rendered for a reader, from `graphdbg.runfile.query`'s
-typed records.
+"""Reporters: a run file, or what graphdbg.analysis made of it, rendered for a
+reader. They only render: the analysis (alignment, rank comparison, the
+words shared with the TUI) is in graphdbg.analysis, the SQL in
+graphdbg.runfile, and the commands (graphdbg/commands/) make the console,
+print the JSON and choose the exit status.
 
-- `report` — `graphdbg report`: the rich summary after a run;
+- `report` — `graphdbg report`: the rich summary of a run (`summary_lines`:
+  the lines after `graphdbg run`);
 - `json` — `graphdbg report --json`: the document of docs/report-json.md;
-- `diff` — `graphdbg diff A B`: two runs aligned, the first place they part.
+- `diff` — `graphdbg diff A B`: two runs aligned, the first place they part;
+- `ranks` — `graphdbg report DIR` (text and `--json`) and `graphdbg diff DIR`:
+  a distributed job's ranks compared.
 
-May import `graphdbg.core` and `graphdbg.runfile`; never torch or textual.
+May import `graphdbg.core`, `graphdbg.runfile` and `graphdbg.analysis`; never
+torch, textual or sqlite3; rich only inside functions.
 """
