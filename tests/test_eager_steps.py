@@ -56,14 +56,16 @@ def test_diff_finds_the_first_divergence_on_the_recorded_steps(tmp_path, nudge_a
     first = d.first_divergence
     assert first is not None and first.what == "values"
     recorded = [k for k in range(1, STEPS + 1) if recorded_step(k, 2, 5)]  # 1, 2, 5, 10
-    n = recorded.index(found_at)  # occurrences count the recorded steps only
+    assert d.steps == STEPS  # ops pair within their step (graphdbg_step events)
     if nudge_at in recorded:  # the nudge itself: one mul at its line per step
-        assert (first.line, first.op, first.occurrence) == \
-            (line_of(__file__, "nudge"), "aten.mul.Tensor", n)
-    else:  # the weights it changed: the first Linear of step 10 (two per step)
-        assert (first.line, first.op, first.occurrence) == \
-            (line_of(__file__, "loss"), "aten.addmm.default", 2 * n)
-    assert d.only_in_a == d.only_in_b == 0
+        assert (first.line, first.op, first.occurrence, first.step) == \
+            (line_of(__file__, "nudge"), "aten.mul.Tensor", 0, found_at)
+    else:  # the weights it changed: the first Linear of step 10
+        assert (first.line, first.op, first.occurrence, first.step) == \
+            (line_of(__file__, "loss"), "aten.addmm.default", 0, found_at)
+    # every op is paired but those without a user line (gradient accumulation)
+    unlined = query(tmp_path / "a.run", "SELECT count(*) AS n FROM ops WHERE user_frame IS NULL")
+    assert d.only_in_a == d.only_in_b == unlined[0]["n"] > 0
 
 
 def test_which_steps_are_recorded():

@@ -32,13 +32,46 @@ Key = tuple   # (path, op, phase)
 
 class Paths:
     """The user call path of an op or node of one run, cached by (stack, frame)
-    id: stacks are few, ops many."""
+    id: stacks are few, ops many.
+
+    `of` leaves out the outer frames that every recorded op of the run shares
+    (`graphdbg.capture` called from a test or a notebook cell: how the
+    program was started, not where in it an op ran), keeping the innermost
+    frame at least; `full` keeps them."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self._cache: dict[tuple, Path | None] = {}
+        self._prefix: int | None = None
+
+    def _shared(self) -> int:
+        """How many outer frames every recorded op's path shares."""
+        if self._prefix is None:
+            common: Path | None = None
+            for stack, frame in self.run.query("SELECT DISTINCT stack, user_frame FROM ops"):
+                path = self.full(stack, frame)
+                if path is None:
+                    continue
+                if common is None:
+                    common = path
+                else:
+                    n = 0
+                    while n < min(len(common), len(path)) and common[n] == path[n]:
+                        n += 1
+                    common = common[:n]
+                if not common:
+                    break
+            self._prefix = len(common or ())
+        return self._prefix
 
     def of(self, stack_id: int | None, frame_id: int | None) -> Path | None:
+        path = self.full(stack_id, frame_id)
+        if path is None:
+            return None
+        n = self._shared()
+        return path[n:] if len(path) > n else path[-1:]
+
+    def full(self, stack_id: int | None, frame_id: int | None) -> Path | None:
         key = (stack_id, frame_id)
         if key in self._cache:
             return self._cache[key]
@@ -52,8 +85,8 @@ class Paths:
         self._cache[key] = path
         return path
 
-    def of_op(self, o: Op) -> Path | None:
-        return self.of(o.stack_id, o.user_frame)
+    def of_op(self, o: Op, full: bool = False) -> Path | None:
+        return (self.full if full else self.of)(o.stack_id, o.user_frame)
 
 
 class StepRanges:

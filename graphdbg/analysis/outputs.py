@@ -128,7 +128,8 @@ class GraphOutputs:
         # the node's call path as far as it knows it (its stack: the compiled function's frames)
         suffix: dict[_Want, Path] = {}
         for w in ws:
-            p = src_paths.of(w.node.stack_id, w.node.user_frame) or ((w.node.file, w.node.line),)
+            p = (src_paths.full(w.node.stack_id, w.node.user_frame)
+                 or ((w.node.file, w.node.line),))
             suffix[w] = p
         by_line: dict[tuple, set] = defaultdict(set)
         for p in suffix.values():
@@ -171,7 +172,7 @@ def _invocations(run, bounds: tuple, paths: Paths,
     for idx, o in enumerate(run.iter_ops_between(*bounds)):
         if o.phase != "forward" or o.file is None or (o.file, o.line) not in by_line:
             continue        # a backward op at the line breaks the run, never starts one
-        path = paths.of_op(o)
+        path = paths.of_op(o, full=True)   # the node's stack knows inner frames only
         if path is None:
             continue
         for s in by_line[path[-1]]:
