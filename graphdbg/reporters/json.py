@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.compiletime import cache_text
+from ..analysis.lines import compiled_by_line, compiled_lines
 from ..runfile.query import Finding, Frame, Node, OpStat, Run, SampledLine, Sampling
 
 JSON_SCHEMA = "graphdbg-report/1"
@@ -110,7 +112,8 @@ def _kernels(run: Run) -> list[dict]:
     """inductor's kernels, most total time first, with the user lines they compute."""
     ks = sorted(run.kernel_times(), key=lambda k: -k.total_ns)[:100]
     return [{"compile_id": k.compile_id, "graph": k.graph_id, "part": k.part, "name": k.name,
-             "handle": k.handle, "ns": k.ns, "first_ns": k.first_ns, "steady": k.steady,
+             "handle": k.handle, "ns": k.ns, "median_ns": k.median_ns, "first_ns": k.first_ns,
+             "steady": k.steady,
              "samples": k.samples,
              "calls": k.calls,
              "total_ns": k.total_ns, "lines": [{"file": f.file, "line": f.line} for f in k.frames],
@@ -118,14 +121,10 @@ def _kernels(run: Run) -> list[dict]:
 
 
 def _compiled_lines(run: Run) -> list[dict]:
-    """Inductor's kernel time per user line (provenance), beside the line's
-    nodes in the eager reference run."""
-    return [{"file": c.file, "line": c.line, "function": c.function, "code": c.code,
-             "total_ns": c.total_ns, "forward_ns": c.forward_ns, "backward_ns": c.backward_ns,
-             "eager_ref_ns": c.eager_ref_ns, "compiled_slower": c.compiled_slower,
-             "steady": c.steady, "samples": c.samples, "kernels": list(c.kernels),
-             "graphs": list(c.graph_ids)}
-            for c in run.compiled_lines(50)]
+    """Inductor's kernel time per user line (provenance; a fused kernel split
+    between its lines), beside the line's nodes in the eager reference run
+    (graphdbg.analysis.lines)."""
+    return [c.as_dict() for c in compiled_lines(run, 50)]
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ class PySpyLine:
 
 def py_spy_lines(run: Run, s: Sampling, limit: int = 50) -> list[PySpyLine]:
     """The most sampled lines of ``s`` (the run's `sampling()`)."""
-    times = {(t.file, t.line): t for t in run.hot_lines(None)}
+    times = {(t.file, t.line): t for t in run.hot_lines(None, compiled=compiled_by_line(run))}
     sources: dict[str, list[str]] = {}
     out = []
     for ln in s.lines[:limit]:
@@ -178,6 +177,7 @@ def _compile_times(run: Run, findings: list[Finding]) -> list[dict]:
     why = recompile_findings(findings)
     return [{"compile_id": c.compile_id, "graphs": list(c.graph_ids), "function": c.function,
              "file": c.file, "line": c.line, "total_s": c.total_s, "phases": c.phases,
-             "fx_cache": c.fx_cache, "aot_cache": c.aot_cache, "failed": c.failed,
+             "fx_cache": c.fx_cache, "aot_cache": c.aot_cache, "cache": cache_text(c),
+             "failed": c.failed,
              "recompile": c.recompile, "recompile_finding": why.get(c.compile_id)}
             for c in run.compile_times()]

@@ -17,8 +17,9 @@ from ..analysis.wording import (CARET_KINDS, PHASE_LABELS, backend_label, export
 from ..core.errors import GraphdbgError
 from ..core.format import at, brief, caret, clip, ms, short
 from ..runfile.details import parse as parse_detail
-from ..runfile.query import (MIN_SAMPLES, CompiledLine, CompileTime, Finding, Graph, KindCount,
-                             Run, Sampling)
+from ..analysis.compiletime import CACHE_NOTE, cache_text, shows_cache_load
+from ..analysis.lines import CompiledLine, compiled_lines
+from ..runfile.query import MIN_SAMPLES, CompileTime, Finding, Graph, KindCount, Run, Sampling
 from .json import JSON_SCHEMA, document, py_spy_lines, recompile_findings
 
 __all__ = ["JSON_SCHEMA", "document", "newest_run", "position_lines", "render", "summary_lines"]
@@ -168,11 +169,13 @@ def render(run: Run, console) -> None:
         for line in export_lines(run, graphs, findings):
             out.append(f"[dim]{escape(line)}[/]")
         if any(g.compiled_slower for g in graphs):
-            out.append("[dim][yellow]▲[/] compiled slower than eager: its fastest call after the "
-                       "first took longer than the graph's ops in the eager reference run[/]")
+            out.append(f"[dim][yellow]▲[/] compiled slower than eager: over at least {MIN_SAMPLES} "
+                       "calls after the first, its fastest call took longer than the graph's ops "
+                       "in the eager reference run by more than the calls' own spread (median − "
+                       "fastest)[/]")
 
     out += _compile_time_section(run.compile_times(), findings)
-    out += _compiled_lines_section(run.compiled_lines(50)[:10])
+    out += _compiled_lines_section(compiled_lines(run, 10))
     out += _py_spy_section(run, run.sampling())
 
     # (the JSON's 20, cut here: the same rows whichever way the run file breaks ties)
@@ -281,7 +284,8 @@ def _graph_cells(g: Graph) -> tuple[str, ...]:
             "[dim]restarted[/]" if g.status == "restarted" else
             f"{compile_s:.2f} s" if compile_s else "-",
             str(g.calls), ms(g.mean_call_ns),
-            # fastest compiled call slower than the nodes' eager time: flagged
+            # slower than the nodes' eager time beyond the calls' own spread
+            # (`Graph.compiled_slower`): flagged
             "-" if not g.eager_ref_ns else
             (f"[yellow]{ms(g.eager_ref_ns)} ▲[/]" if g.compiled_slower else ms(g.eager_ref_ns)))
 
@@ -299,19 +303,20 @@ def _compile_time_section(times: list[CompileTime], findings: list[Finding]) -> 
     total = sum(c.total_s for c in times)
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("compile", "function", "where", "total", *(PHASE_LABELS[p] for p in shown),
-                "FX cache"):
-        t.add_column(col, justify="left" if col in ("compile", "function", "where", "FX cache")
+                "cache"):
+        t.add_column(col, justify="left" if col in ("compile", "function", "where", "cache")
                      else "right")
-    for c in sorted(times, key=lambda c: -c.total_s)[:10]:
-        fx = c.fx_cache or {}
-        cache = ("hit" if fx.get("hits") and not fx.get("misses") else
-                 "miss" if fx.get("misses") else "-")
+    rows = sorted(times, key=lambda c: -c.total_s)[:10]
+    for c in rows:
+        cache = cache_text(c)   # agrees with the phases: no plain "hit" beside a C++ compile
         t.add_row(c.compile_id + (" [red]failed[/]" if c.failed else ""),
                   escape(c.function or "?"),
                   escape(f"{brief(c.file)}:{c.line}" if c.file else "-"),
                   f"{c.total_s:.2f} s", *(_secs(c.phases.get(p, 0.0)) for p in shown), cache)
     out: list = [NewLine(), Rule(f"Compile time ({total:.1f} s in {len(times)} compile"
                       f"{'s' if len(times) != 1 else ''})", align="left"), t]
+    if shows_cache_load(rows):
+        out.append(f"[dim]{escape(CACHE_NOTE)}[/]")
     by_code: dict[tuple, list[CompileTime]] = {}
     for c in times:
         by_code.setdefault((c.function, c.file, c.line), []).append(c)
@@ -333,8 +338,8 @@ def _compile_time_section(times: list[CompileTime], findings: list[Finding]) -> 
 
 def _compiled_lines_section(lines: list[CompiledLine]) -> list:
     """Where compiled code spends its time, per user line (``lines``: the
-    first 10 of `Run.compiled_lines`), from inductor's kernels (a fused
-    kernel counts a share at each of its lines)."""
+    first 10 of `graphdbg.analysis.lines.compiled_lines`), from inductor's
+    kernels (a fused kernel is split between its lines)."""
     from rich.console import NewLine
     from rich.markup import escape
     from rich.rule import Rule
@@ -350,7 +355,7 @@ def _compiled_lines_section(lines: list[CompiledLine]) -> list:
         elif c.forward_ns and c.samples < MIN_SAMPLES:
             fwd += " ~"
         ref = "-" if not c.eager_ref_ns else ms(c.eager_ref_ns) + (" ▲" if c.compiled_slower else "")
-        rows.append((f"{brief(c.file)}:{c.line}", ms(c.total_ns), fwd, ref,
+        rows.append((f"{brief(c.file)}:{c.line}" + (" ⋈" if getattr(c, "shared", False) else ""), ms(c.total_ns), fwd, ref,
                      ms(c.backward_ns) if c.backward_ns else "-",
                      ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c.code or ""))
     t = Table(box=None, header_style="bold", pad_edge=False)
@@ -366,9 +371,15 @@ def _compiled_lines_section(lines: list[CompiledLine]) -> list:
     for r in rows:
         t.add_row(*(f"[yellow]{escape(v)}[/]" if v.endswith(" ▲") else escape(v) for v in r))
     out = [NewLine(), Rule("Compiled time per line (inductor kernels)", align="left"), t]
+    if any(getattr(c, "shared", False) for c in lines):
+        out.append("[dim]⋈ a kernel fused from several lines: its time is split between them (in "
+                   "proportion to their nodes' eager reference times where each has one, else "
+                   "equally), so the lines add up to the kernels' time, never more than the "
+                   "graph's[/]")
     if any(c.compiled_slower for c in lines):
-        out.append("[dim][yellow]▲[/] the line's kernels took longer per call than its nodes in "
-                   "the eager reference run[/]")
+        out.append(f"[dim][yellow]▲[/] the line's kernels took longer per call than its nodes in "
+                   f"the eager reference run, by more than their own spread over at least "
+                   f"{MIN_SAMPLES} calls after the first (median − fastest)[/]")
     if any(r[2].endswith(" *") for r in rows):
         out.append("[dim]* the graph's first (cold) call only: it ran once[/]")
     if any(r[2].endswith(" ~") for r in rows):

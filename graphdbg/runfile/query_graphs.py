@@ -28,12 +28,20 @@ class GraphQueries:
         "SELECT g.id, g.compile_id, g.backend, g.code_name, g.code_file, g.code_line, "
         "g.user_frame, g.stack, g.status, g.error, g.n_nodes, g.n_ops, g.n_inputs, "
         "g.compile_time_s, g.backend_time_s, g.created_seq, "
-        "c.calls, c.total_ns, c.min_ns, c.max_ns, t.eager_ns, c.steady_ns FROM graphs g LEFT JOIN ("
+        "c.calls, c.total_ns, c.min_ns, c.max_ns, t.eager_ns, c.steady_ns, s.steady_n, "
+        "s.steady_median FROM graphs g LEFT JOIN ("
         " SELECT graph_id, COUNT(*) AS calls, SUM(wall_ns) AS total_ns, MIN(wall_ns) AS min_ns,"
         " MAX(wall_ns) AS max_ns, MIN(CASE WHEN call_idx >= 1 THEN wall_ns END) AS steady_ns"
         " FROM calls GROUP BY graph_id) c ON c.graph_id = g.id "
         "LEFT JOIN (SELECT graph_id, SUM(eager_ns) AS eager_ns FROM node_times GROUP BY graph_id)"
-        " t ON t.graph_id = g.id ")
+        " t ON t.graph_id = g.id "
+        # the calls after the first: how many, and their median (their spread
+        # against the fastest is the noise a verdict must exceed)
+        "LEFT JOIN (SELECT graph_id, COUNT(*) AS steady_n, MIN(CASE WHEN rn = (n + 1) / 2 "
+        " THEN wall_ns END) AS steady_median FROM (SELECT graph_id, wall_ns, ROW_NUMBER() OVER "
+        " (PARTITION BY graph_id ORDER BY wall_ns) AS rn, COUNT(*) OVER (PARTITION BY graph_id) AS n"
+        " FROM calls WHERE call_idx >= 1 AND wall_ns IS NOT NULL) GROUP BY graph_id) s"
+        " ON s.graph_id = g.id ")
 
     @staticmethod
     def _graph(r: sqlite3.Row) -> Graph:
@@ -45,7 +53,8 @@ class GraphQueries:
                      backend_time_s=r["backend_time_s"], created_seq=r["created_seq"],
                      calls=r["calls"] or 0, total_call_ns=r["total_ns"] or 0,
                      min_call_ns=r["min_ns"], max_call_ns=r["max_ns"],
-                     eager_ref_ns=r["eager_ns"], steady_call_ns=r["steady_ns"])
+                     eager_ref_ns=r["eager_ns"], steady_call_ns=r["steady_ns"],
+                     steady_calls=r["steady_n"] or 0, steady_median_ns=r["steady_median"])
 
     def graphs(self) -> list[Graph]:
         """Every graph, by id (graphs are few; the graph code is left out)."""

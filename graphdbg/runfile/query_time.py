@@ -1,7 +1,8 @@
 """Where `Run`'s time goes (a mixin of `Run`, query.py): compile times by
-phase, inductor's kernel times and the compiled time per user line, py-spy's
-samples, the eager ops (paged, streamed, summed per line), and the time per
-source line, eager and compiled.
+phase, inductor's kernel times, node and call times (rows: the compiled time
+per user line is worked out in graphdbg.analysis.lines), py-spy's samples,
+the eager ops (paged, streamed, summed per line), and the time per source
+line, eager and compiled.
 
 Reads through `RunCore`'s helpers (query_core.py) and the graphs of
 `GraphQueries.graphs` (query_graphs.py).
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Collection, Iterator
+from typing import Collection, Iterator, Mapping
 
 from ..core.sourcemap import original_function
-from .readrecords import (CompiledLine, CompileTime, KernelTime, LineTime, Op, OpStat, SampledLine,
+from .readrecords import (CompileTime, KernelTime, LineTime, Op, OpStat, SampledLine,
                           Sampling, SourceLine, _loads)
 from .records import OpRow, OpSummaryRow
 from .schema import COMPILE_PHASES, select
@@ -87,7 +88,9 @@ class TimeQueries:
         """Every timed kernel of inductor-compiled graphs, in the order the
         graphs were compiled and the kernels run (empty without inductor, or
         with --no-kernel-times)."""
-        graphs = {g.compile_id: g for g in self.graphs()}
+        all_graphs = self.graphs()
+        graphs = {g.compile_id: g for g in all_graphs}
+        by_id = {g.id: g for g in all_graphs}
         recs = [(cid, (_loads(md) or {}).get("graphdbg_kernel_times") or {})
                 for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
                                           "ORDER BY seq", ("graphdbg_kernel_times",))]
@@ -96,7 +99,9 @@ class TimeQueries:
         for cid, r in recs:
             if r.get("broken"):
                 continue
-            g = graphs.get(cid)
+            # the graph the module was made for (compile ids repeat after
+            # torch._dynamo.reset()); older files: by compile id
+            g = by_id.get(r["graph_id"]) if isinstance(r.get("graph_id"), int) else graphs.get(cid)
             calls = int(r.get("calls") or 0)
             if g is not None and r.get("part") != "backward":
                 calls = g.calls  # the program's calls, as the backend counted them
@@ -106,46 +111,30 @@ class TimeQueries:
                     int(k.get("handle") or 0), k.get("ns"), k.get("first_ns"), calls,
                     tuple(frames[f] for f in k.get("frames") or () if f in frames),
                     tuple(k.get("nodes") or ()), int(r.get("calls_timed") or 0) > 1,
-                    int(k.get("samples", max(0, int(r.get("calls_timed") or 0) - 1)))))
+                    int(k.get("samples", max(0, int(r.get("calls_timed") or 0) - 1))),
+                    k.get("median_ns")))
         return out
 
-    def compiled_lines(self, limit: int | None = None) -> list[CompiledLine]:
-        """Compiled kernel time per user line, most first (see `CompiledLine`)."""
-        acc: dict[tuple, dict] = {}
-        graphs_timed: set[int] = set()
-        for k in self.kernel_times():
-            if not k.frames or k.ns is None:
-                continue
-            share = k.ns / len(k.frames)
-            for f in k.frames:
-                a = acc.setdefault((f.file, f.line), {"frame": f, "total": 0.0, "fw": 0.0, "bw": 0.0,
-                                                       "kernels": [], "graphs": [], "steady": True,
-                                                       "samples": None})
-                if k.part != "backward":
-                    a["steady"] = a["steady"] and k.steady
-                    a["samples"] = k.samples if a["samples"] is None else min(a["samples"], k.samples)
-                a["total"] += share * k.calls
-                a["bw" if k.part == "backward" else "fw"] += share
-                if k.name not in a["kernels"]:
-                    a["kernels"].append(k.name)
-                if k.graph_id is not None and k.graph_id not in a["graphs"]:
-                    a["graphs"].append(k.graph_id)
-                if k.graph_id is not None:
-                    graphs_timed.add(k.graph_id)
-        eager: dict[tuple, int] = {}
-        if graphs_timed:
-            ids = sorted(graphs_timed)
-            for file, line, ns in self._rows(
-                    "SELECT f.file, f.line, SUM(t.eager_ns) FROM node_times t JOIN nodes n "
-                    "ON n.graph_id = t.graph_id AND n.name = t.node JOIN frames f ON f.id = n.user_frame "
-                    f"WHERE t.graph_id IN ({','.join('?' * len(ids))}) GROUP BY f.file, f.line", ids):
-                eager[(file, line)] = ns
-        out = [CompiledLine(f.file, f.line, f.function, f.code, int(a["total"]), int(a["fw"]),
-                            int(a["bw"]), eager.get(key), tuple(a["kernels"]), tuple(a["graphs"]),
-                            a["steady"], a["samples"] or 0)
-               for key, a in acc.items() for f in (a["frame"],)]
-        out.sort(key=lambda c: (-c.total_ns, c.file, c.line))
-        return out if limit is None else out[:limit]
+    def timed_nodes(self, graph_ids: Collection[int]) -> list[tuple]:
+        """(graph id, node, file, line, eager ns) of the call_* nodes of
+        ``graph_ids`` with a time in the eager reference run and a user line
+        (placeholders move no data of their own; rows only:
+        graphdbg.analysis.lines splits kernels by them)."""
+        ids = sorted(set(graph_ids))
+        if not ids:
+            return []
+        return [tuple(r) for r in self._rows(
+            "SELECT t.graph_id, t.node, f.file, f.line, t.eager_ns FROM node_times t JOIN nodes n "
+            "ON n.graph_id = t.graph_id AND n.name = t.node JOIN frames f ON f.id = n.user_frame "
+            f"WHERE n.op LIKE 'call_%' AND t.graph_id IN ({','.join('?' * len(ids))})", ids)]
+
+    def graph_call_lines(self) -> list[tuple[int, str, int, int]]:
+        """(graph id, file, first line, total call ns) of each compiled
+        function that was called, at its first line."""
+        return [tuple(r) for r in self._rows(
+            "SELECT g.id, g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
+            "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
+            "g.code_file != '' GROUP BY g.id")]
 
     # -- eager ops --------------------------------------------------------------------
     # frames come from the frame cache, not a join: a million ops share a few
@@ -231,56 +220,45 @@ class TimeQueries:
         return r["ops"], r["ns"]
 
     # -- where the time goes ----------------------------------------------------------
-    def hot_lines(self, limit: int | None = 20, *, recorded_ops_only: bool = False) -> list[LineTime]:
+    def hot_lines(self, limit: int | None = 20, *, recorded_ops_only: bool = False,
+                  compiled: Mapping[tuple[str, int], int] | None = None) -> list[LineTime]:
         """Time per source line, most first (then by file and line).
 
         A line's time is `eager_ns` + `compiled_ns`:
         - eager_ns: the eager ops whose user frame is at that line, from the
           op summary (every op, also those past `--max-ops`), or with
           ``recorded_ops_only`` from the ops recorded one by one;
-        - compiled_ns: see `_compiled_by_line`.
+        - compiled_ns: ``compiled`` ({(file, line): ns}: inductor's kernels
+          split between the lines they compute, graphdbg.analysis.lines.
+          compiled_by_line); without it each compiled graph's whole call
+          time at the compiled function's first line.
         Lines without a file are left out.
         """
         col, table = ("time_ns", "ops") if recorded_ops_only else ("total_ns", "op_summary")
         eager = self._by_line(f"SELECT user_frame, SUM({col}) FROM {table} "
                               "WHERE user_frame IS NOT NULL GROUP BY user_frame")
         times = {k: [ns, 0] for k, ns in eager.items() if k[0]}
-        for key, ns in self._compiled_by_line().items():
+        for key, ns in self._compiled_at(compiled).items():
             times.setdefault(key, [0, 0])[1] += ns
         out = [LineTime(f, ln, e, c) for (f, ln), (e, c) in times.items()]
         out.sort(key=lambda t: (-t.total_ns, t.file, t.line if t.line is not None else -1))
         return out if limit is None else out[:limit]
 
-    def _compiled_by_line(self) -> dict[tuple[str, int], int]:
-        """Compiled time per line: a graph whose kernels were timed
-        (inductor) counts each kernel's time at the lines it computes (a
-        share each when fused from several) and the rest of its call time
-        (wrapper, guards, allocation, a cold first call) at the compiled
-        function's first line (`Graph.file`, `Graph.line`); its backward
-        kernels count at the forward lines they differentiate. Other graphs
-        count their whole call time at the compiled function's first line."""
+    def _compiled_at(self, compiled: Mapping[tuple[str, int], int] | None
+                     ) -> Mapping[tuple[str, int], int]:
+        if compiled is not None:
+            return compiled
         out: dict[tuple[str, int], int] = {}
-        kernel_ns: dict[int, float] = {}
-        for k in self.kernel_times():
-            if not k.frames or k.ns is None:
-                continue
-            share = k.ns / len(k.frames) * k.calls
-            for f in k.frames:
-                out[(f.file, f.line)] = out.get((f.file, f.line), 0) + int(share)
-            if k.graph_id is not None and k.part != "backward":
-                kernel_ns[k.graph_id] = kernel_ns.get(k.graph_id, 0.0) + k.ns * k.calls
-        for gid, file, line, ns in self._iter(
-                "SELECT g.id, g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
-                "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
-                "g.code_file != '' GROUP BY g.id"):
-            rest = max(0, int(ns - kernel_ns.get(gid, 0)))
-            if rest:
-                out[(file, line)] = out.get((file, line), 0) + rest
+        for _, file, line, ns in self.graph_call_lines():
+            if ns:
+                out[(file, line)] = out.get((file, line), 0) + ns
         return out
 
-    def source_lines(self, file: str) -> list[SourceLine]:
+    def source_lines(self, file: str, compiled: Mapping[tuple[str, int], int] | None = None
+                     ) -> list[SourceLine]:
         """A snapshotted file line by line, with the time spent at each line
-        (as `hot_lines`) and the findings reported there; [] if not kept."""
+        (as `hot_lines`, ``compiled`` as there) and the findings reported
+        there; [] if not kept."""
         text = self.source(file)
         if text is None:
             return []
@@ -292,11 +270,11 @@ class TimeQueries:
                 "SELECT f.line, SUM(s.total_ns) FROM op_summary s JOIN frames f "
                 "ON f.id = s.user_frame WHERE f.file = ? GROUP BY f.line", (file,)):
             eager[line] = ns or 0
-        compiled = {ln: ns for (f, ln), ns in self._compiled_by_line().items() if f == file}
+        compiled_here = {ln: ns for (f, ln), ns in self._compiled_at(compiled).items() if f == file}
         found: dict[int, list[int]] = {}
         for line, fid in self._rows(
                 "SELECT f.line, d.id FROM diagnostics d JOIN frames f ON f.id = d.user_frame "
                 "WHERE f.file = ? ORDER BY d.id", (file,)):
             found.setdefault(line, []).append(fid)
-        return [SourceLine(i, t, eager.get(i, 0), compiled.get(i, 0), tuple(found.get(i, ())))
+        return [SourceLine(i, t, eager.get(i, 0), compiled_here.get(i, 0), tuple(found.get(i, ())))
                 for i, t in enumerate(lines, 1)]

@@ -19,7 +19,19 @@ from typing import Any
 from .details import FindingDetail
 
 SEVERITIES = ("error", "warning", "info")  # the order findings are listed in
-MIN_SAMPLES = 3  # steady calls a compiled line's time needs before it is called slower than eager
+MIN_SAMPLES = 3  # steady calls a compiled time needs before it is called slower than eager
+
+
+def beyond_noise(fastest: float | None, median: float | None, eager: float | None,
+                 samples: int) -> bool | None:
+    """Whether a compiled time (the ``fastest`` of ``samples`` steady
+    measurements) is slower than ``eager`` by more than its own measured
+    spread (``median`` - ``fastest``); None when it cannot be said (no
+    eager time, fewer than MIN_SAMPLES measurements)."""
+    if not fastest or not eager or samples < MIN_SAMPLES:
+        return None
+    spread = max(0.0, (median if median is not None else fastest) - fastest)
+    return fastest - eager > spread
 
 
 def _loads(text: str | None) -> Any:
@@ -126,6 +138,8 @@ class Graph:
     # graph: {kind, via, strict, dynamic, specialized, opset, onnx_nodes,
     # onnx_ops: {FX node: [ONNX ops]}, runtime, not_checked}
     export: dict | None = None
+    steady_calls: int = 0          # its calls after the first
+    steady_median_ns: int | None = None  # ... their median
 
     @property
     def kind(self) -> str:
@@ -140,11 +154,11 @@ class Graph:
     def compiled_slower(self) -> bool | None:
         """Whether its fastest compiled call after the first (which warms
         up) took longer than its nodes did eagerly (the reference run's op
-        times, without Python's own cost between ops); None when either was
-        not measured."""
-        if not self.steady_call_ns or not self.eager_ref_ns:
-            return None
-        return self.steady_call_ns > self.eager_ref_ns
+        times, without Python's own cost between ops) by more than the
+        spread of its calls after the first (`beyond_noise`); None when
+        either was not measured, or over fewer than MIN_SAMPLES calls."""
+        return beyond_noise(self.steady_call_ns, self.steady_median_ns, self.eager_ref_ns,
+                            self.steady_calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +260,7 @@ class KernelTime:
     nodes: tuple[str, ...]         # Dynamo graph nodes it computes (forward/inference)
     steady: bool = True            # timed after a first call (False: `ns` is the cold first call)
     samples: int = 0               # steady calls timed (`ns` is the fastest of them)
+    median_ns: int | None = None   # the median steady call (its spread against `ns`: noise)
 
     @property
     def total_ns(self) -> int:

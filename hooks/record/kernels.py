@@ -136,6 +136,10 @@ class ModuleKernels:
         self.counted = 0                      # calls of the first kernel after the timed ones
         self.sampling = False
         self.broken: str | None = None
+        # the graph being compiled now: the newest with this compile id (ids
+        # repeat after torch._dynamo.reset())
+        same = [g for g in ctx.graphs.values() if g.compile_id == cid]
+        self.graph = max(same, key=lambda g: g.id) if same else None
 
     # -- instrumentation ------------------------------------------------------------
     def instrument(self, module: Any) -> None:
@@ -257,7 +261,7 @@ class ModuleKernels:
         if self.module is None or not self.patched:
             return None
         calls_timed = min(len(s) for s in self.samples) if self.samples else 0
-        graph = next((g for g in ctx.graphs.values() if g.compile_id == self.cid), None)
+        graph = self.graph
         kernels = []
         for (name, handle), got in zip(self.order, self.samples):
             got = got[:calls_timed] if calls_timed else got
@@ -274,7 +278,8 @@ class ModuleKernels:
                             "frames": frames, "nodes": self.nodes.get(key, [])})
         first = self.order[0][0] if self.order else None
         per_call = sum(1 for n, _ in self.order if n == first) or 1  # extern_kernels.mm twice a call
-        return {"part": self.part, "output_code": self.path, "device": "cuda" if self.cuda else "cpu",
+        return {"part": self.part, "graph_id": graph.id if graph is not None else None,
+                "output_code": self.path, "device": "cuda" if self.cuda else "cpu",
                 "calls": self.calls + self.counted // per_call, "calls_timed": calls_timed, "broken": self.broken,
                 "kernels": kernels}
 
