@@ -355,7 +355,8 @@ def _compiled_lines_section(lines: list[CompiledLine]) -> list:
         elif c.forward_ns and c.samples < MIN_SAMPLES:
             fwd += " ~"
         ref = "-" if not c.eager_ref_ns else ms(c.eager_ref_ns) + (" ▲" if c.compiled_slower else "")
-        rows.append((f"{brief(c.file)}:{c.line}" + (" ⋈" if getattr(c, "shared", False) else ""), ms(c.total_ns), fwd, ref,
+        shared = " ⋈" if getattr(c, "shared", False) else ""
+        rows.append((f"{brief(c.file)}:{c.line}{shared}", ms(c.total_ns), fwd, ref,
                      ms(c.backward_ns) if c.backward_ns else "-",
                      ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c.code or ""))
     t = Table(box=None, header_style="bold", pad_edge=False)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from graphdbg.core.format import ms, num, short
+from graphdbg.analysis.compiletime import cache_text
 from graphdbg.analysis.wording import PHASE_LABELS, backend_label, export_text, model_name
 from graphdbg.runfile.query import CompileTime, Finding, Graph, Node, NodeValue, Run
 from .common import FindState, Line, SortState, heat, source_excerpt, where
@@ -148,9 +149,8 @@ def compile_summary(c: CompileTime) -> str:
     def secs(x: float) -> str:
         return f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
     parts = [f"{PHASE_LABELS.get(k, k)} {secs(v)}" for k, v in c.phases.items() if v >= 0.0005]
-    fx = c.fx_cache or {}
-    cache = (", FX cache hit" if fx.get("hits") and not fx.get("misses")
-             else ", FX cache miss" if fx.get("misses") else "")
+    cache = cache_text(c)   # as the report's table: no plain hit beside a C++ compile
+    cache = f", cache: {cache}" if cache != "-" else ""
     return (f"compile {c.compile_id}: {secs(c.total_s)} = " + " · ".join(parts) + cache
             + (" (a recompile)" if c.recompile else ""))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from graphdbg.analysis.lines import compiled_by_line, compiled_lines
 from graphdbg.core.format import at, ms
 from graphdbg.runfile.query import Finding, Run, SourceLine
 from .common import KIND_MARKS, bar, where
@@ -28,8 +29,10 @@ class SourceModel:
     (`B` break, `R` recompile, `D` divergence, `E` error, ...), and the
     eager and compiled time spent there."""
 
-    def __init__(self, run: Run, findings: Sequence[Finding] = ()) -> None:
+    def __init__(self, run: Run, findings: Sequence[Finding] = (),
+                 label: str | None = None) -> None:
         self.run = run
+        self.label = label   # two runs open: whose snapshot this is ("run B")
         self.findings = list(findings)
         self.kinds = {f.id: f.kind for f in findings}
         self.files: list[str] = []
@@ -66,7 +69,7 @@ class SourceModel:
         `line`, and the file's line count (a query: from a worker)."""
         window = self.WINDOW if window == -1 else window
         self.names = self.run.cell_names()
-        lines = self.run.source_lines(file)
+        lines = self.run.source_lines(file, compiled_by_line(self.run))
         total = len(lines)
         if window is not None and total > window:
             lo = max(0, min((line or 1) - 1 - window // 2, total - window))
@@ -132,6 +135,7 @@ class SourceModel:
         place = at(self.file, self.focus_line, self.names.get(self.file))
         part = (f"lines {self.rows[0].line}-{self.rows[-1].line} of {self.total_lines}; "
                 if self.rows and len(self.rows) < self.total_lines else "")
+        place = f"{self.label}: {place}" if self.label else place
         return (f"{place}  ({part}{self.files.index(self.file) + 1}/{n} files; "
                 f"[ ] other files)" if self.file in self.files else place)
 
@@ -153,8 +157,8 @@ class HotSpots:
 
     @classmethod
     def load(cls, run: Run, limit: int = 50) -> HotSpots:
-        return cls(run.hot_nodes(limit), run.hot_lines(limit), run.op_stats(limit),
-                   kernels={(c.file, c.line): c for c in run.compiled_lines()})
+        return cls(run.hot_nodes(limit), run.hot_lines(limit, compiled=compiled_by_line(run)),
+                   run.op_stats(limit), kernels={(c.file, c.line): c for c in compiled_lines(run)})
 
     def node_rows(self) -> list[tuple[str, ...]]:
         top = max((n.eager_ns or 0 for n in self.nodes), default=0)
