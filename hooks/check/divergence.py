@@ -100,6 +100,10 @@ class DivergenceChecker:
                                    ctx.localize_budget_s)
         self.needs_clone = mutates_inputs(gm)
         self.checked = 0
+        # each node's fastest reference time over the first checked calls:
+        # a one-time cost (lazy init, allocator or oneDNN warm-up) is not
+        # the node's (None once written)
+        self.node_ns: dict[str, int] | None = {}
         self.reported: set[str] = set()
         self.disabled = False
         self.grads_checked = False
@@ -153,9 +157,7 @@ class DivergenceChecker:
             self.ctx.internal_error(f"eager reference of graph {self.graph_id}", exc)
             return
         self.checked += 1
-        if self.checked == 1:
-            for name, ns in ref.times_ns.items():
-                self.ctx.writer.add(NodeTimeRow(graph_id=self.graph_id, node=name, eager_ns=ns))
+        self._time_nodes(ref.times_ns)
         lean = isinstance(ref, LeanPass)
         if lean and any(ref.flags.values()):  # NaN/Inf: where they come from needs every value
             ref, ref_out, ref_inputs = self._reference(inputs, rng, EagerReference(self.gm))
@@ -226,6 +228,25 @@ class DivergenceChecker:
                          consumed=consumed if isinstance(consumed, torch.fx.Node) else None)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
                 self._compiled_nonfinite(loc.node, call_idx, compiled, args)
+
+    def _time_nodes(self, times_ns: dict[str, int]) -> None:
+        """Keep each node's fastest time; written after the last of the
+        first `--compare-first` checked calls (or by `flush_node_times`)."""
+        kept = self.node_ns
+        if kept is None:
+            return
+        for name, ns in times_ns.items():
+            if name not in kept or ns < kept[name]:
+                kept[name] = ns
+        if self.checked >= self.ctx.options.compare_first:
+            self.flush_node_times()
+
+    def flush_node_times(self) -> None:
+        """Write the node times kept so far (a graph checked fewer times
+        than `--compare-first`: at the end, or when a reader asks)."""
+        kept, self.node_ns = self.node_ns, None
+        for name, ns in (kept or {}).items():
+            self.ctx.writer.add(NodeTimeRow(graph_id=self.graph_id, node=name, eager_ns=ns))
 
     def pending_gradients(self, call_idx: int | None = None, args: tuple | None = None) -> None:
         """The gradient check left pending by a checked call: on the inputs of

@@ -228,6 +228,7 @@ class BackendRecorder:
         on the checked calls' own inputs."""
         ctx = self.ctx
         for checker in self.checkers.values():
+            checker.flush_node_times()   # graphs checked fewer times than --compare-first
             if checker.pending_grads is not None:
                 with ctx.own_work():
                     try:
