@@ -122,7 +122,7 @@ class OpRow(NamedTuple):
     KEY = ("seq",)
     seq: int
     op: str
-    phase: str                     # forward | backward | optimizer
+    phase: str                     # forward | backward | optimizer | init
     shapes: str                    # JSON list per output
     dtypes: str                    # JSON list per output
     stats: str | None              # JSON per output, per --values
@@ -182,7 +182,7 @@ class EventRow(NamedTuple):
 
 
 class NodeTimeRow(NamedTuple):
-    """A node's time in the eager reference run of its graph's first checked call."""
+    """A node's fastest time in the eager reference runs of its graph's first checked calls."""
     TABLE = "node_times"
     KEY = ("graph_id", "node")
     graph_id: int

@@ -156,8 +156,58 @@ def _optimizer_step_code():
                 None)
 
 
-_OPTIMIZER_STEP = _optimizer_step_code()
-STEP = "step"  # StackWalker's mark for an optimizer's step
+def _unwrapped_code(fn) -> object:
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return getattr(fn, "__code__", None)
+
+
+def _optimizer_codes() -> set:
+    """The code whose ops are the optimizer's work although outside its
+    ``step``: ``zero_grad`` (an optimizer's, a module's)."""
+    from torch.optim import Optimizer
+    codes = {_optimizer_step_code(), _unwrapped_code(Optimizer.zero_grad),
+             _unwrapped_code(torch.nn.Module.zero_grad)}
+    codes.discard(None)
+    return codes
+
+
+def _file_of(module_name: str) -> str | None:
+    import importlib
+    try:
+        return os.path.abspath(importlib.import_module(module_name).__file__)
+    except Exception:
+        return None
+
+
+_OPTIMIZER_CODES = _optimizer_codes()
+_CLIP_FILE = _file_of("torch.nn.utils.clip_grad")   # clip_grad_norm_, clip_grad_value_, ...
+_INIT_FILE = _file_of("torch.nn.init")
+_MODULES_DIR = os.path.dirname(torch.nn.modules.__file__)
+# a module's methods whose ops initialise it (weight init by convention,
+# transformers' ``_init_weights`` included)
+_INIT_METHODS = {"__init__", "reset_parameters", "_reset_parameters", "_init_weights",
+                 "init_weights", "_initialize_weights"}
+STEP = "step"  # StackWalker's mark: an optimizer's step, gradient clipping, zero_grad
+INIT = "init"  # StackWalker's mark: torch.nn.init, a module's __init__ or weight init
+
+
+class _InitLines(dict):
+    """A user code's line cache (see `StackWalker`) that also marks it as a
+    module's initialisation (its ``__init__``, ``reset_parameters``...)."""
+    __slots__ = ()
+
+
+def _initialises_module(code, f: FrameType | None) -> bool:
+    """A module's __init__ or weight-init method, running on a module."""
+    if code.co_name not in _INIT_METHODS or f is None:
+        return False
+    if os.path.dirname(code.co_filename) == _MODULES_DIR:
+        return True   # torch's own modules (Linear.__init__ -> reset_parameters)
+    try:
+        return isinstance(f.f_locals.get("self"), torch.nn.Module)
+    except Exception:
+        return False
 
 
 class StackWalker:
@@ -176,48 +226,62 @@ class StackWalker:
         self._codes: dict[int, bool | dict] = {}
         self._alive: list = []
 
-    def _classify(self, code) -> bool | dict:
+    def _classify(self, code, f: FrameType | None = None) -> bool | dict:
+        """Once per code object (``f``: a frame running it, for ``self``)."""
         if len(self._alive) > 50_000:
             self._codes.clear()
             self._alive.clear()
+        file = code.co_filename
         if code is _CALL_IMPL:
             v: bool | dict | str = True
-        elif code is _OPTIMIZER_STEP:
+        elif code in _OPTIMIZER_CODES or file == _CLIP_FILE:
             v = STEP
-        elif is_internal(code.co_filename):
-            v = False
+        elif file == _INIT_FILE:
+            v = INIT
+        elif is_internal(file):
+            v = INIT if _initialises_module(code, f) else False
         else:
-            v = {}
+            v = _InitLines() if _initialises_module(code, f) else {}
         self._codes[id(code)] = v
         self._alive.append(code)
         return v
 
-    def walk(self, skip: int = 0) -> tuple[tuple, torch.nn.Module | None, bool]:
+    def walk(self, skip: int = 0) -> tuple[tuple, torch.nn.Module | None, str]:
         """From the caller's caller (``skip`` frames further out) outwards:
         the innermost ``MAX_USER_FRAMES`` user frames, *innermost first*, the
-        innermost running module, and whether an optimizer's ``step`` is
-        running (it is inside the user's call)."""
+        innermost running module, and the phase the frames it passes say:
+        ``optimizer`` (torch's own code of an optimizer's ``step``, gradient
+        clipping or ``zero_grad`` is running the op: no user frame inside
+        it), ``init`` (inside torch.nn.init or a module's ``__init__`` or
+        weight-init method), else ``forward``. The phase costs nothing more:
+        the marks are cached per code object with the rest."""
         f = _getframe(2 + skip)
         get = self._codes.get
         frames: list[tuple[str, int, str]] = []
         inner = None
-        stepping = False
+        phase = None
         n = 0
         while f is not None:
             code = f.f_code
             v = get(id(code))
             if v is None:
-                v = self._classify(code)
+                v = self._classify(code, f)
             if v is False:
                 pass
             elif v is STEP:
-                stepping = not frames  # no user frame inside it (a closure the step calls is)
+                if not frames and phase is None:  # a closure the step calls is the user's
+                    phase = "optimizer"
+            elif v is INIT:
+                if phase is None:
+                    phase = "init"
             elif v is True:
                 if inner is None:
                     inner = _module_of(f)
                     if inner is not None and n >= MAX_USER_FRAMES:
                         break
             elif n < MAX_USER_FRAMES:
+                if phase is None and v.__class__ is _InitLines:
+                    phase = "init"
                 lasti = f.f_lasti
                 ft = v.get(lasti)
                 if ft is None:
@@ -231,7 +295,7 @@ class StackWalker:
             elif inner is not None:
                 break
             f = f.f_back
-        return tuple(frames), inner, stepping
+        return tuple(frames), inner, phase or "forward"
 
     @staticmethod
     def modules(skip: int = 0) -> list[torch.nn.Module]:

@@ -140,8 +140,8 @@ class EagerRecorder(TorchDispatchMode):
         name = info[1]
         if node is None:
             # from the Dynamo-skipped dispatch outwards (internal frames are skipped)
-            frames, inner, stepping = self.walker.walk(1)
-            phase = "optimizer" if stepping else "forward"
+            # forward, optimizer (step, clipping, zero_grad) or init (weight init)
+            frames, inner, phase = self.walker.walk(1)
             hit = self._stacks.get(frames)
             if hit is None:
                 outer_first = frames[::-1]
