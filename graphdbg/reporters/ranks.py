@@ -34,6 +34,12 @@ def document(job: Job, c: Comparison) -> dict:
 _ICONS = {"error": "[red]✖[/]", "warning": "[yellow]▲[/]", "info": "[blue]●[/]"}
 
 
+def header_markup(job: Job, c: Comparison) -> list[str]:
+    """The job's header lines (`analysis.jobtext.header_lines`) as rich markup."""
+    from rich.markup import escape
+    return [f"[{style}]{escape(text)}[/]" for style, text in header_lines(job, c)]
+
+
 def render(job: Job, c: Comparison, console) -> None:
     """The job on a rich console: header, where ranks differ, where each
     stopped rank was, then one row per rank."""
@@ -44,9 +50,7 @@ def render(job: Job, c: Comparison, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    out: list = []
-    for style, text in header_lines(job, c):
-        out.append(f"[{style}]{escape(text)}[/]")
+    out: list = header_markup(job, c)
 
     def indented(markup: str) -> None:
         out.append(Padding(Text.from_markup(markup, emoji=False), (0, 0, 0, 4), expand=False))
@@ -113,8 +117,9 @@ def render(job: Job, c: Comparison, console) -> None:
     console.print(Group(*out))
 
 
-
 def render_diff(job: Job, d: JobDiff, console) -> None:
+    """`graphdbg diff DIR` on a rich console: each pair of ranks, its counts
+    and its first divergence at the user's line."""
     from rich.markup import escape
     n = len(job.runs)
     console.print(f"[bold]graphdbg diff[/] job {escape(job.id or '?')} ({n} rank"
@@ -150,4 +155,4 @@ def render_diff(job: Job, d: JobDiff, console) -> None:
         console.print(f"    {escape(f.message)}")
 
 
-__all__ = ["JSON_SCHEMA", "document", "render", "render_diff"]
+__all__ = ["JSON_SCHEMA", "document", "header_markup", "render", "render_diff"]
