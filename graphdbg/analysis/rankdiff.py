@@ -115,6 +115,9 @@ def _compiled_outputs(r: Run) -> list[tuple[int, tuple, int, list]]:
 
 
 def diff_pair(a: int, ra: Run, b: int, rb: Run) -> RankPair:
+    """Rank `a`'s run against rank `b`'s: the ops they share, and the first
+    place (in rank a's order) where an op runs on one rank only, an aligned
+    op's shapes differ, or a compiled call returns other shapes."""
     A, B = read_side(ra), read_side(rb)
     aligned = sum(min(n, B.counts.get(g, 0)) for g, n in A.counts.items())
     only_a, only_b = sum(A.counts.values()) - aligned, sum(B.counts.values()) - aligned
@@ -187,6 +190,8 @@ class JobDiff:
 
 
 def diff_job(job: Job) -> JobDiff:
+    """Rank 0 (the lowest of the job's own files, stale ones left out)
+    against each other rank."""
     ranks = [r for r in job.runs if r not in job.stale]
     pairs = []
     if ranks:
