@@ -331,7 +331,8 @@ def test_no_color_and_two_runs(sample, monkeypatch):
     async def script(app, pilot):
         assert app.no_color
         await pilot.press("5")
-        assert "run B" in text(app)
+        assert "run A" in text(app)    # both runs' info, A's first
+        assert "run B" in [r[0] for r in app.main.query_one("#info-table").raw]
         await pilot.press("d")
         await settle(app, pilot)
         assert made == [(sample, sample)], [n.message for n in app._notifications]
@@ -480,3 +481,132 @@ def test_an_onnx_divergence_detail_shows_its_onnx_ops_and_opset(onnx_path):
         assert "opset  20" in shown and "ONNX RT vs float64" in shown
         assert "exported  torch.onnx.export" in shown
     drive(onnx_path, script, size=(100, 50))
+
+
+# -- two runs open (`graphdbg tui A.run B.run`) ---------------------------------------
+
+TRAIN = """\
+import torch
+
+def step(x):
+    y = x.cos()          # B's graph break
+    return y.item()      # B's runtime error
+"""
+
+
+def write_b_run(folder: Path) -> str:
+    """A second run with findings of its own, in a file of its own (train.py,
+    snapshotted in B's run file only)."""
+    from graphdbg.runfile.writer import RunWriter
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "train.py"
+    src.write_text(TRAIN)
+    w = RunWriter(str(folder / "compiled.run"))
+    w.set_meta(argv=["train.py", "--compiled"], cwd=str(folder), module=False, stance="default",
+               values="stats", torch="2.13.0")
+    brk = w.frame_id(str(src), 4, "step")
+    err = w.frame_id(str(src), 5, "step")
+    w.diagnostic("b", kind="graph_break", severity="warning", message="graph break: B's own break",
+                 user_frame=brk)
+    w.diagnostic("e", kind="runtime_error", severity="error", message="RuntimeError: B failed",
+                 user_frame=err)
+    w.close(exit_status=1, status="failed", wall_s=1.0)
+    return str(folder / "compiled.run")
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("two")
+    return str(write_sample_run(root / "a")), write_b_run(root / "b")
+
+
+def test_two_runs_say_so_and_show_both_runs_problems(two_runs):
+    a, b = two_runs
+
+    async def script(app, pilot):
+        shown = text(app)
+        # the header: two runs, A the reference, each one's problems, stance, file, command
+        assert "Two runs  A (the reference): 1 error, 2 warnings, 1 info · exit 0 (complete)" \
+            in shown
+        assert "           B (stance default): 1 error, 1 warning · exit 1 (failed)" in shown
+        header = str(app.main.query_one("#status").render())   # the paths, cut on screen
+        assert re.search(r"Two runs +A .* · \S*a/sample\.run · model\.py --epochs 1\n +B .* · "
+                         r"\S*b/compiled\.run · train\.py --compiled$", header), header
+        table = app.main.query_one("#problems-table")
+        # both runs' problems, by severity, each marked with its run and its file:line
+        assert table.row_count == 6
+        assert [r[0] for r in table.raw] == ["A", "B", "A", "A", "B", "A"]
+        assert table.raw[1][1:4] == ("✖ error", "runtime error", "train.py:5")
+        assert table.raw[4][1:4] == ("▲ warning", "graph break", "train.py:4")
+        assert "B    ▲ warning  graph break    train.py:4" in shown
+        await pilot.press("n")                     # n walks into B's problems too
+        assert table.cursor_row == 1
+        await pilot.press("enter")                 # B's problem: its detail, B's snapshot
+        await settle(app, pilot)
+        shown = text(app)
+        assert "Problem #2 of run B (compiled.run): runtime error at train.py:5" in shown
+        assert "5 │     return y.item()      # B's runtime error" in shown
+        await pilot.press("s")                     # and its source: B's file
+        await settle(app, pilot)
+        assert active(app) == "source" and app.source_run == 1
+        assert app.main.query_one("#source-table").raw[4][2] == \
+            "    return y.item()      # B's runtime error"
+        assert "run B: " in text(app) and "train.py:5" in text(app)
+        await pilot.press("up", "enter")           # line 4: B's graph break
+        await settle(app, pilot)
+        assert "Problem #1 of run B (compiled.run): graph break at train.py:4" in text(app)
+        await pilot.press("escape", "1")
+        assert table.cursor_row == 4               # the problem the line opened
+        table.move_cursor(row=0, animate=False)
+        await pilot.press("enter")                 # A's error: A's own snapshot
+        await settle(app, pilot)
+        shown = text(app)
+        assert "of run A (sample.run): divergence at model.py:9" in shown
+        assert "9 │     return z.sin()" in shown
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert app.source_run == 0 and app.source.file.endswith("model.py")
+        await pilot.press("5")
+        shown = text(app)
+        assert "run A" in shown and "run B" in shown and "train.py --compiled" in shown
+    drive([a, b], script, size=(100, 30))
+
+
+def test_one_run_has_no_run_column(sample):
+    async def script(app, pilot):
+        table = app.main.query_one("#problems-table")
+        assert [str(c.label) for c in table.columns.values()] == ["sev", "kind", "where",
+                                                                  "message"]
+        assert "Two runs" not in text(app)
+    drive(sample, script)
+
+
+@group("divergence_faulty")
+def test_two_real_runs_eager_reference_against_compiled(runs):
+    """`graphdbg tui eager.run compiled.run` on real runs of one program
+    (--stance force_eager, and compiled with aot_eager and a faulty pass; the
+    same runs as tests/test_diff.py): the eager run has no problem, the
+    compiled one's divergence is listed, marked B, at the program's line."""
+    from conftest import AOT, GOLDEN_SAVE, SAMPLES, marked
+    eager = runs.graphdbg("divergence_faulty", *AOT, *GOLDEN_SAVE,
+                          opts=("--stance", "force_eager")).ok()
+    compiled = runs.golden("divergence_faulty").ok()
+    line = marked(SAMPLES / "divergence_faulty.py", "divergence")
+
+    async def script(app, pilot):
+        shown = text(app)
+        assert re.search(r"Two runs +A \(the reference, stance force_eager\): no problems · "
+                         r"exit 0 \(complete\) · ", shown), shown
+        assert re.search(r"\n +B: (?!no problems)", shown), shown
+        table = app.main.query_one("#problems-table")
+        rows = [r for r in table.raw if r[2] == "divergence"]
+        assert rows and all(r[0] == "B" for r in table.raw)
+        assert rows[0][3] == f"divergence_faulty.py:{line}"
+        table.move_cursor(row=table.raw.index(rows[0]), animate=False)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        shown = text(app)
+        assert f"of run B (divergence_faulty.run): divergence at divergence_faulty.py:{line}" \
+            in shown
+        assert "h = torch.tanh(h)" in shown
+    drive([str(eager.run), str(compiled.run)], script, size=(120, 30))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from graphdbg.core.format import at
 from graphdbg.analysis.wording import CARET_KINDS, hint_and_fixes, specialized_lines
+from graphdbg.core.format import at
 from graphdbg.runfile.details import (CompileErrorDetail, DivergenceDetail, GraphBreakDetail,
                                       NanInfDetail, SpecializedDetail)
 from graphdbg.runfile.query import SEVERITIES, Finding
@@ -17,16 +17,37 @@ from .common import ICONS, KIND_LABELS, Line, one_line, source_excerpt, where
 
 PROBLEM_COLUMNS = (("severity", "sev"), ("kind", "kind"), ("where", "where"),
                    ("message", "message"))
+# two runs open (`graphdbg tui A B`): each problem says whose it is
+RUN_LABELS = ("A", "B")
+TWO_RUN_PROBLEM_COLUMNS = (("run", "run"), *PROBLEM_COLUMNS)
 
 
 class ProblemsModel:
     """Every finding by severity (errors, warnings, info; each by first
-    appearance), the selected one, and `n`/`N`."""
+    appearance), the selected one, and `n`/`N`. Over two runs
+    (`of_runs`), both runs' findings, each with its run (`runs`: 0 for A,
+    1 for B): finding ids are per run, so a problem is (run, id)."""
 
-    def __init__(self, findings: Sequence[Finding]) -> None:
+    def __init__(self, findings: Sequence[Finding], runs: Sequence[int] | None = None) -> None:
         order = {s: i for i, s in enumerate(SEVERITIES)}
-        self.findings = sorted(findings, key=lambda f: (order.get(f.severity, 9), f.id))
+        tagged = sorted(zip(findings, runs if runs is not None else [0] * len(findings)),
+                        key=lambda t: (order.get(t[0].severity, 9), t[1], t[0].id))
+        self.findings = [f for f, _ in tagged]
+        self.runs = [r for _, r in tagged]
+        self.two_runs = runs is not None
         self.cursor = 0
+
+    @classmethod
+    def of_runs(cls, per_run: Sequence[Sequence[Finding]]) -> ProblemsModel:
+        """The problems of one run, or of two (A's and B's findings)."""
+        if len(per_run) == 1:
+            return cls(per_run[0])
+        return cls([f for fs in per_run for f in fs],
+                   [i for i, fs in enumerate(per_run) for _ in fs])
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        return TWO_RUN_PROBLEM_COLUMNS if self.two_runs else PROBLEM_COLUMNS
 
     def __len__(self) -> int:
         return len(self.findings)
@@ -37,8 +58,18 @@ class ProblemsModel:
         return (f"{ICONS.get(f.severity, '?')} {f.severity}", KIND_LABELS.get(f.kind, f.kind),
                 where(f.file, f.line, f.cell), one_line(f.message) + times)
 
-    def rows(self) -> list[tuple[str, str, str, str]]:
+    def rows(self) -> list[tuple[str, ...]]:
+        if self.two_runs:
+            return [(RUN_LABELS[r], *self.cells(f)) for f, r in zip(self.findings, self.runs)]
         return [self.cells(f) for f in self.findings]
+
+    @property
+    def current_run(self) -> int:
+        """The run of the selected problem (0: A, the only run; 1: B)."""
+        return self.runs[self.cursor] if self.findings else 0
+
+    def run_of(self, index: int) -> int:
+        return self.runs[index] if 0 <= index < len(self.runs) else 0
 
     @property
     def current(self) -> Finding | None:
@@ -49,9 +80,10 @@ class ProblemsModel:
             self.cursor = max(0, min(index, len(self.findings) - 1))
         return self.current
 
-    def select_id(self, finding_id: int) -> Finding | None:
-        for i, f in enumerate(self.findings):
-            if f.id == finding_id:
+    def select_id(self, finding_id: int, run: int = 0) -> Finding | None:
+        """The finding `finding_id` of run `run` (0: A, 1: B)."""
+        for i, (f, r) in enumerate(zip(self.findings, self.runs)):
+            if f.id == finding_id and r == run:
                 return self.select(i)
         return None
 
@@ -65,15 +97,20 @@ class ProblemsModel:
             self.cursor = (self.cursor + (1 if forward else -1)) % len(self.findings)
         return self.current
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, run: int | None = None) -> dict[str, int]:
+        """Problems by severity (of one run: ``run``)."""
         out: dict[str, int] = {}
-        for f in self.findings:
-            out[f.severity] = out.get(f.severity, 0) + 1
+        for f, r in zip(self.findings, self.runs):
+            if run is None or r == run:
+                out[f.severity] = out.get(f.severity, 0) + 1
         return out
 
-    def summary(self) -> str:
-        """"1 error, 2 warnings, 1 info" ("no problems" without one)."""
-        c = self.counts()
+    def summary(self, run: int | None = None) -> str:
+        """"1 error, 2 warnings, 1 info" ("no problems" without one); over
+        two runs, each run's: "A: no problems; B: 5 warnings"."""
+        if self.two_runs and run is None:
+            return "; ".join(f"{RUN_LABELS[i]}: {self.summary(i)}" for i in range(len(RUN_LABELS)))
+        c = self.counts(run)
         parts = [f"{c[s]} {s}{'s' if c[s] != 1 and s != 'info' else ''}" for s in SEVERITIES if c.get(s)]
         return ", ".join(parts) if parts else "no problems"
 

@@ -17,13 +17,15 @@ for worker threads; the rest is cheap and runs on the UI thread.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from graphdbg.analysis.wording import backend_label
 from graphdbg.core.format import brief, short
 from graphdbg.runfile.query import Run
 from .common import (FindState, ICONS, KIND_LABELS, KIND_MARKS, Line, SortState, VIEWS,
                      VIEW_TITLES, bar, heat, one_line, source_excerpt, where)
-from .problems import (PROBLEM_COLUMNS, ProblemsModel, divergence_numbers, export_numbers,
-                       finding_detail, problem_preview)
+from .problems import (PROBLEM_COLUMNS, RUN_LABELS, TWO_RUN_PROBLEM_COLUMNS, ProblemsModel,
+                       divergence_numbers, export_numbers, finding_detail, problem_preview)
 from .graphs import (EXPORT_GRAPH_COLUMNS, GRAPH_COLUMNS, NODE_COLUMNS, NODE_WIDTHS, NodePager,
                      ONNX_VALUE_NODE_COLUMNS, STATUS_LEVELS, VALUE_NODE_COLUMNS,
                      compile_summary, export_summary, graph_cells, graph_columns, graph_sort,
@@ -33,14 +35,15 @@ from .source import (HOT_LINE_COLUMNS, HOT_NODE_COLUMNS, HOT_OP_COLUMNS, HotSpot
 
 __all__ = ['backend_label', 'FindState', 'ICONS', 'KIND_LABELS', 'KIND_MARKS', 'Line', 'SortState',
            'VIEWS', 'VIEW_TITLES', 'bar', 'heat', 'one_line', 'source_excerpt', 'where',
-           'PROBLEM_COLUMNS', 'ProblemsModel', 'divergence_numbers', 'export_numbers',
+           'PROBLEM_COLUMNS', 'RUN_LABELS', 'TWO_RUN_PROBLEM_COLUMNS', 'ProblemsModel',
+           'divergence_numbers', 'export_numbers',
            'finding_detail', 'problem_preview', 'EXPORT_GRAPH_COLUMNS', 'GRAPH_COLUMNS',
            'NODE_COLUMNS', 'NODE_WIDTHS', 'NodePager', 'ONNX_VALUE_NODE_COLUMNS',
            'STATUS_LEVELS', 'VALUE_NODE_COLUMNS', 'compile_summary', 'export_summary',
            'graph_cells', 'graph_columns', 'graph_sort', 'node_cells', 'node_detail',
            'onnx_ops_text', 'sort_graphs', 'HOT_LINE_COLUMNS', 'HOT_NODE_COLUMNS',
            'HOT_OP_COLUMNS', 'HotSpots', 'SourceModel', 'SourceRow', 'STATUS_NOTES', 'run_info',
-           'status_line', 'source_target']
+           'runs_info', 'status_line', 'status_lines', 'source_target']
 
 
 # -- run info ------------------------------------------------------------------------------
@@ -89,12 +92,49 @@ def run_info(run: Run, counts: dict | None = None) -> list[tuple[str, str]]:
     return out
 
 
-def status_line(run: Run, problems: ProblemsModel | None) -> str:
-    """The one line above the views: what ran, how it ended, what was found."""
+def runs_info(runs: Sequence[Run], counts: Sequence[dict | None]) -> list[tuple[str, str]]:
+    """The Run info view of two runs open: A's lines, then B's, each under
+    its name."""
+    out: list[tuple[str, str]] = []
+    for k, (run, c) in enumerate(zip(runs, counts)):
+        if k:
+            out.append(("", ""))
+        out.append((f"run {RUN_LABELS[k]}", short(run.path) + (" (the reference)" if k == 0 else "")))
+        out += run_info(run, c)
+    return out
+
+
+def _ended(run: Run) -> str:
     i = run.info
     argv = " ".join(map(str, i.argv or [])) or brief(i.file)
+    return f"exit {i.exit_status if i.exit_status is not None else '-'} ({i.status}) · {argv}"
+
+
+def status_line(run: Run, problems: ProblemsModel | None) -> str:
+    """The one line above the views: what ran, how it ended, what was found."""
     found = problems.summary() if problems is not None else "loading…"
-    return f"{found} · exit {i.exit_status if i.exit_status is not None else '-'} ({i.status}) · {argv}"
+    return f"{found} · {_ended(run)}"
+
+
+def status_lines(runs: Sequence[Run], problems: ProblemsModel | None) -> list[str]:
+    """The lines above the views: one run's `status_line`; two runs open,
+    a line each: A the reference, each one's stance (how it ran, e.g.
+    force_eager), problems, exit, run file and command (what a narrow
+    screen cuts last first; Run info has it all)."""
+    if len(runs) == 1:
+        return [status_line(runs[0], problems)]
+    out = []
+    for k, run in enumerate(runs):
+        how = ["the reference"] if k == 0 else []
+        if run.info.stance:
+            how.append(f"stance {run.info.stance}")
+        found = problems.summary(k) if problems is not None else "loading…"
+        i = run.info
+        out.append(f"{'Two runs' if k == 0 else '':<9} {RUN_LABELS[k]}"
+                   f"{' (' + ', '.join(how) + ')' if how else ''}: {found} · exit "
+                   f"{i.exit_status if i.exit_status is not None else '-'} ({i.status}) · "
+                   f"{short(run.path)} · {' '.join(map(str, i.argv or []))}")
+    return out
 
 
 # -- where `s` goes ---------------------------------------------------------------------

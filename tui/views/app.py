@@ -77,7 +77,10 @@ class GraphdbgApp(App):
         self.problems: m.ProblemsModel | None = None
         self.graph_list: list[Graph] = []
         self.graph_sort = m.graph_sort()
-        self.source = m.SourceModel(self.run_a)
+        # the source view shows one run's snapshot at a time (two runs open: `s`
+        # on B's problem shows B's file)
+        self.sources = [m.SourceModel(r) for r in self.runs]
+        self.source, self.source_run = self.sources[0], 0
         self.main: MainScreen | None = None
 
     def close_runs(self) -> None:
@@ -102,21 +105,24 @@ class GraphdbgApp(App):
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10, markup=False)
 
     def _load_run(self) -> None:
-        run = self.run_a
-        findings = run.findings()
+        """Both runs' findings and source files (two runs open); A's graphs
+        and hot spots."""
+        run, two = self.run_a, len(self.runs) > 1
+        findings = [r.findings() for r in self.runs]
         graphs = run.graphs()
-        counts = {k: v.count for k, v in run.finding_counts().items()}
-        info = m.run_info(run, counts)
-        if len(self.runs) > 1:
-            info = [("run B", self.runs[1].info.file)] + info
-        self.source = m.SourceModel(run, findings)
-        files = self.source.choose_files()
-        self.post_message(RunLoaded(findings, graphs, info, files, counts))
+        counts = [{k: v.count for k, v in r.finding_counts().items()} for r in self.runs]
+        info = m.runs_info(self.runs, counts) if two else m.run_info(run, counts[0])
+        sources = [m.SourceModel(r, fs, label=f"run {m.RUN_LABELS[k]}" if two else None)
+                   for k, (r, fs) in enumerate(zip(self.runs, findings))]
+        files = [s.choose_files() for s in sources][0]
+        self.post_message(RunLoaded(findings, graphs, info, files, sources))
         self.post_message(HotLoaded(m.HotSpots.load(run)))
 
     def on_run_loaded(self, msg: RunLoaded) -> None:
         main = self.main
-        self.problems = m.ProblemsModel(msg.findings)
+        self.problems = m.ProblemsModel.of_runs(msg.findings)
+        self.sources = msg.sources
+        self.source = self.sources[self.source_run]
         self.graph_list = msg.graphs
         if m.graph_columns(msg.graphs) is not m.GRAPH_COLUMNS:   # exports: a kind column
             self.graph_sort = m.graph_sort(msg.graphs)
@@ -124,10 +130,15 @@ class GraphdbgApp(App):
         problems.set_rows(self.problems.rows(), self.problems.findings)
         main.show_graphs()
         main.query_one("#info-table", FindTable).set_rows(msg.info)
-        main.query_one("#status", Static).update(m.status_line(self.run_a, self.problems))
+        main.query_one("#status", Static).update(
+            "\n".join(m.status_lines(self.runs, self.problems)))
         tabs = main.query_one(TabbedContent)
         tabs.get_tab("problems").label = f"1 Problems ({len(self.problems)})"
-        tabs.get_tab("graphs").label = f"2 Graphs ({len(msg.graphs)})"
+        # two runs open: the graphs and hot spots are A's (the diff, `d`, has both)
+        of_a = " of A" if len(self.runs) > 1 else ""
+        tabs.get_tab("graphs").label = f"2 Graphs{of_a} ({len(msg.graphs)})"
+        if of_a:
+            tabs.get_tab("hot").label = f"4 Hot spots{of_a}"
         if msg.files and self.source.file is None:
             self.show_source(msg.files[0], self.source.first_line(msg.files[0]), switch=False)
 
@@ -137,21 +148,24 @@ class GraphdbgApp(App):
         main.query_one("#hot-lines", FindTable).set_rows(hot.line_rows(), hot.lines)
         main.query_one("#hot-ops", FindTable).set_rows(hot.op_rows(), hot.ops)
 
-    def show_source(self, file: str, line: int | None, *, switch: bool = True) -> None:
+    def show_source(self, file: str, line: int | None, *, switch: bool = True,
+                    run: int | None = None) -> None:
+        """``run``: whose snapshot (0: A, 1: B; default: the one shown)."""
         if switch:
             self.action_view("source")
-        self.load_source(file, line)
+        self.load_source(file, line, self.source_run if run is None else run)
 
     @work(thread=True, exclusive=True, group="source")
-    def load_source(self, file: str, line: int | None) -> None:
+    def load_source(self, file: str, line: int | None, run: int = 0) -> None:
         try:
-            rows, total = self.source.load_window(file, line)
+            rows, total = self.sources[run].load_window(file, line)
         except GraphdbgError as exc:
             self.call_from_thread(self.notify, str(exc), severity="error", markup=False)
             rows, total = [], 0
-        self.post_message(SourceLoaded(file, rows, line, total))
+        self.post_message(SourceLoaded(file, rows, line, total, run))
 
     def on_source_loaded(self, msg: SourceLoaded) -> None:
+        self.source, self.source_run = self.sources[msg.run], msg.run
         self.source.show(msg.file, msg.rows, msg.line, msg.total)
         table = self.main.query_one("#source-table", FindTable)
         top = self.source.top_ns
@@ -191,8 +205,9 @@ class GraphdbgApp(App):
 
     def action_next_problem(self, forward: bool = True) -> None:
         if self.problems is None or not len(self.problems):
-            self.notify("still loading" if self.problems is None else "no problems in this run",
-                        timeout=2)
+            self.notify("still loading" if self.problems is None else
+                        "no problems in this run" if len(self.runs) == 1 else
+                        "no problems in either run", timeout=2)
             return
         table = self.main.query_one("#problems-table", FindTable)
         outside = self.screen is not self.main or \
@@ -203,13 +218,16 @@ class GraphdbgApp(App):
         table.move_cursor(row=self.problems.cursor, animate=False)
         table.focus()
 
-    def open_problem(self, finding_id: int) -> None:
+    def open_problem(self, finding_id: int, run: int = 0) -> None:
+        """The detail of finding `finding_id` of run `run` (0: A, 1: B), read
+        from that run's file."""
         self.action_view("problems")
-        f = self.problems.select_id(finding_id) if self.problems else None
+        f = self.problems.select_id(finding_id, run) if self.problems else None
         if f is None:
             return
         self.main.query_one("#problems-table", FindTable).move_cursor(row=self.problems.cursor)
-        self.push_screen(ProblemScreen(self.run_a, f))
+        label = m.RUN_LABELS[run] if len(self.runs) > 1 else None
+        self.push_screen(ProblemScreen(self.runs[run], f, run, label))
 
     def open_graph(self, graph_id: int) -> None:
         g = next((g for g in self.graph_list if g.id == graph_id), None)
@@ -222,6 +240,12 @@ class GraphdbgApp(App):
         getter = getattr(self.screen, "current_item", None)
         return getter() if getter else None
 
+    def current_run(self) -> int:
+        """The run of the selected row (0: A, 1: B): a problem's own; the
+        source view's; A's for graphs, nodes and hot spots."""
+        getter = getattr(self.screen, "current_run", None)
+        return getter() if getter else 0
+
     def action_source(self) -> None:
         item = self.current_item()
         target = m.source_target(item) if item is not None else None
@@ -230,7 +254,7 @@ class GraphdbgApp(App):
                 self.notify("no source line for this row", timeout=2)
             self.action_view("source")
             return
-        self.show_source(*target)
+        self.show_source(*target, run=self.current_run())
 
     def action_find(self) -> None:
         if hasattr(self.screen, "open_find"):
@@ -303,7 +327,7 @@ class GraphdbgApp(App):
             return
         f = event.data_table.current_item
         if f is not None:
-            self.open_problem(f.id)
+            self.open_problem(f.id, self.problems.run_of(event.data_table.cursor_row))
 
     @on(DataTable.RowSelected, "#graphs-table")
     def _graph_selected(self, event: DataTable.RowSelected) -> None:
@@ -319,7 +343,7 @@ class GraphdbgApp(App):
             return
         row = event.data_table.current_item
         if row is not None and row.finding_ids:
-            self.open_problem(row.finding_ids[0])
+            self.open_problem(row.finding_ids[0], self.source_run)
 
     @on(DataTable.RowSelected, "#nodes-table")
     def _node_selected(self, event: DataTable.RowSelected) -> None:

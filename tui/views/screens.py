@@ -16,6 +16,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
 from graphdbg.core.errors import GraphdbgError
+from graphdbg.core.format import brief
 from graphdbg.runfile.query import Finding, Graph, Node, Run
 from ..model import run as m
 from .theme import level_style, time_style
@@ -121,11 +122,15 @@ class ProblemScreen(DetailScreen):
     """Enter on a problem: source around the line, message, reason, numbers,
     hint, call chain."""
 
-    def __init__(self, run: Run, finding: Finding) -> None:
+    def __init__(self, run: Run, finding: Finding, run_index: int = 0,
+                 label: str | None = None) -> None:
+        """``run``: the finding's own run file (its source snapshot);
+        ``run_index``/``label``: which of two runs open it is (0/"A", 1/"B")."""
         super().__init__()
-        self.run, self.finding = run, finding
+        self.run, self.finding, self.run_index = run, finding, run_index
         f = finding
-        self.heading = (f"Problem #{f.id}: {m.KIND_LABELS.get(f.kind, f.kind)} at "
+        whose = f" of run {label} ({brief(run.path)})" if label else ""
+        self.heading = (f"Problem #{f.id}{whose}: {m.KIND_LABELS.get(f.kind, f.kind)} at "
                         f"{m.where(f.file, f.line, f.cell)}")
 
     def make_lines(self) -> list:
@@ -138,6 +143,9 @@ class ProblemScreen(DetailScreen):
 
     def current_item(self) -> Any:
         return self.finding
+
+    def current_run(self) -> int:
+        return self.run_index
 
 
 class NodeScreen(DetailScreen):

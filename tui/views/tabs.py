@@ -26,10 +26,12 @@ class GraphdbgCommands(Provider):
         out = [(f"View: {m.VIEW_TITLES[v]}", partial(app.action_view, v), f"key {i}")
                for i, v in enumerate(m.VIEWS, 1)]
         if app.problems is not None:
-            for f in app.problems.findings:
+            two = len(app.runs) > 1
+            for f, run in zip(app.problems.findings, app.problems.runs):
                 sev, kind, where, msg = m.ProblemsModel.cells(f)
-                out.append((f"Problem: {kind} {where} {msg}"[:120],
-                            partial(app.open_problem, f.id), sev))
+                whose = f"{m.RUN_LABELS[run]} " if two else ""
+                out.append((f"Problem: {whose}{kind} {where} {msg}"[:120],
+                            partial(app.open_problem, f.id, run), sev))
         for g in app.graph_list:
             out.append((f"Graph {g.id}: {g.function} {m.where(g.file, g.line)} "
                         f"({m.backend_label(g)})",
@@ -87,7 +89,10 @@ class MainScreen(FindMixin, Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        for tid, cols in (("problems-table", [c for _, c in m.PROBLEM_COLUMNS]),
+        # two runs open: a run column says whose each problem is
+        problem_columns = m.TWO_RUN_PROBLEM_COLUMNS if len(self.app.runs) > 1 else \
+            m.PROBLEM_COLUMNS
+        for tid, cols in (("problems-table", [c for _, c in problem_columns]),
                           ("source-table", ["", "line", "code"]),
                           ("hot-nodes", m.HOT_NODE_COLUMNS), ("hot-lines", m.HOT_LINE_COLUMNS),
                           ("hot-ops", m.HOT_OP_COLUMNS), ("info-table", ["", ""])):
@@ -108,6 +113,17 @@ class MainScreen(FindMixin, Screen):
     def current_item(self) -> Any:
         table = self.current_table()
         return table.current_item if table is not None else None
+
+    def current_run(self) -> int:
+        """Whose row is selected (0: A, 1: B): a problem's run, the source
+        view's; graphs and hot spots are A's."""
+        app: Any = self.app
+        table = self.current_table()
+        if table is not None and table.id == "problems-table" and app.problems is not None:
+            return app.problems.run_of(table.cursor_row)
+        if table is not None and table.id == "source-table":
+            return app.source_run
+        return 0
 
     def action_close_find(self) -> None:
         self.close_find()

@@ -17,11 +17,14 @@ from ..model import run as m
 # -- messages from workers --------------------------------------------------------------
 
 class RunLoaded(Message):
-    def __init__(self, findings: list, graphs: list,
-                 info: list, files: list, counts: dict) -> None:
+    """``findings`` and ``sources``: one per run open (A, and B); the rest A's
+    (``info``: both runs' lines)."""
+
+    def __init__(self, findings: list, graphs: list, info: list, files: list,
+                 sources: list) -> None:
         super().__init__()
         self.findings, self.graphs = findings, graphs
-        self.info, self.files, self.counts = info, files, counts
+        self.info, self.files, self.sources = info, files, sources
 
 
 class HotLoaded(Message):
@@ -33,9 +36,11 @@ class HotLoaded(Message):
 
 
 class SourceLoaded(Message):
-    def __init__(self, file: str, rows: list, line: int | None, total: int) -> None:
+    def __init__(self, file: str, rows: list, line: int | None, total: int,
+                 run: int = 0) -> None:
         super().__init__()
         self.file, self.rows, self.line, self.total = file, rows, line, total
+        self.run = run   # whose snapshot: 0 (A, the only run) or 1 (B)
 
 
 class PageLoaded(Message):
