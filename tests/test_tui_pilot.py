@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import group
-from tui_sample import N_NODES, write_sample_run
+from tui_sample import N_NODES, write_b_run, write_sample_run
 
 from graphdbg.core.errors import GraphdbgError
 from graphdbg.runfile.query import Graph
@@ -484,35 +484,6 @@ def test_an_onnx_divergence_detail_shows_its_onnx_ops_and_opset(onnx_path):
 
 
 # -- two runs open (`graphdbg tui A.run B.run`) ---------------------------------------
-
-TRAIN = """\
-import torch
-
-def step(x):
-    y = x.cos()          # B's graph break
-    return y.item()      # B's runtime error
-"""
-
-
-def write_b_run(folder: Path) -> str:
-    """A second run with findings of its own, in a file of its own (train.py,
-    snapshotted in B's run file only)."""
-    from graphdbg.runfile.writer import RunWriter
-    folder.mkdir(parents=True, exist_ok=True)
-    src = folder / "train.py"
-    src.write_text(TRAIN)
-    w = RunWriter(str(folder / "compiled.run"))
-    w.set_meta(argv=["train.py", "--compiled"], cwd=str(folder), module=False, stance="default",
-               values="stats", torch="2.13.0")
-    brk = w.frame_id(str(src), 4, "step")
-    err = w.frame_id(str(src), 5, "step")
-    w.diagnostic("b", kind="graph_break", severity="warning", message="graph break: B's own break",
-                 user_frame=brk)
-    w.diagnostic("e", kind="runtime_error", severity="error", message="RuntimeError: B failed",
-                 user_frame=err)
-    w.close(exit_status=1, status="failed", wall_s=1.0)
-    return str(folder / "compiled.run")
-
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory) -> tuple[str, str]:

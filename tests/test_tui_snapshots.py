@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_sample import write_sample_run
+from tui_sample import write_b_run, write_sample_run
 
 pytestmark = pytest.mark.xdist_group("tui-snapshots")
 
@@ -21,6 +21,7 @@ SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 def sample_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tui-snapshots")
     write_sample_run(folder, node_values=True, cwd="/home/user/project")
+    write_b_run(folder / "b")
     return folder
 
 
@@ -30,9 +31,9 @@ def sample(sample_dir, monkeypatch) -> str:
     return "sample.run"
 
 
-def app_for(path: str):
+def app_for(*paths: str):
     from graphdbg.tui.views.app import GraphdbgApp
-    app = GraphdbgApp([path], cursor_blink=False, page_size=50)
+    app = GraphdbgApp(list(paths), cursor_blink=False, page_size=50)
     app.animation_level = "none"
     return app
 
@@ -75,3 +76,20 @@ def test_view_snapshot(snap_compare, sample, view, size):
             await settle(pilot)
 
     assert snap_compare(app_for(sample), terminal_size=SIZES[size], run_before=run_before)
+
+
+# two runs open (`graphdbg tui sample.run b/compiled.run`): the header a line a
+# run, the problems of both with their run; B's problem opened from B's file
+TWO_RUNS = {"two-runs-problems": [], "two-runs-problem-b": ["n", "enter"]}
+
+
+@pytest.mark.parametrize("view", TWO_RUNS)
+def test_two_runs_snapshot(snap_compare, sample, view):
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in TWO_RUNS[view]:
+            await pilot.press(key)
+            await settle(pilot)
+
+    assert snap_compare(app_for(sample, "b/compiled.run"), terminal_size=SIZES["80x24"],
+                        run_before=run_before)

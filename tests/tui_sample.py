@@ -120,3 +120,33 @@ def write_sample_run(folder: Path, n_nodes: int = N_NODES, *, internal_errors=()
                  message="precision: compiled is closer to float64", user_frame=relu)
     w.close(exit_status=0, status="complete", wall_s=3.5)
     return folder / "sample.run"
+
+
+# -- a second run, for two runs open (`graphdbg tui A.run B.run`) --------------------
+
+TRAIN = """\
+import torch
+
+def step(x):
+    y = x.cos()          # B's graph break
+    return y.item()      # B's runtime error
+"""
+
+
+def write_b_run(folder: Path) -> str:
+    """A second run with findings of its own, in a file of its own (train.py,
+    snapshotted in B's run file only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "train.py"
+    src.write_text(TRAIN)
+    w = RunWriter(str(folder / "compiled.run"))
+    w.set_meta(argv=["train.py", "--compiled"], cwd=str(folder), module=False, stance="default",
+               values="stats", torch="2.13.0")
+    brk = w.frame_id(str(src), 4, "step")
+    err = w.frame_id(str(src), 5, "step")
+    w.diagnostic("b", kind="graph_break", severity="warning", message="graph break: B's own break",
+                 user_frame=brk)
+    w.diagnostic("e", kind="runtime_error", severity="error", message="RuntimeError: B failed",
+                 user_frame=err)
+    w.close(exit_status=1, status="failed", wall_s=1.0)
+    return str(folder / "compiled.run")

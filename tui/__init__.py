@@ -2,7 +2,8 @@
 
 `model/` holds the view state as plain classes (no textual: tested without a
 terminal); `views/` renders it (`views.app.GraphdbgApp`, `run_tui`, and the
-eager-against-compiled diff screen, key `d`).
+eager-against-compiled diff screen, key `d`). On two runs (`graphdbg tui A B`)
+the problems view holds both runs' findings, each with its run.
 
 May import `graphdbg.core`, `graphdbg.runfile` and `graphdbg.analysis` (the
 wording it shares with the report: `graphdbg.analysis.wording`);

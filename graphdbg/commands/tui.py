@@ -64,8 +64,10 @@ class TuiCommand:
                         "default; a directory means its newest run): problems first, "
                         "graphs and nodes, eager against compiled per node, source with "
                         "annotations, hot spots, run info. With two runs (e.g. one made "
-                        "with --stance force_eager and a compiled one), the diff view "
-                        "aligns their ops as `graphdbg diff` does. Given a job's folder "
+                        "with --stance force_eager and a compiled one, the reference "
+                        "first), the header names both, the problems view lists both "
+                        "runs' problems (marked A and B), and the diff view aligns their "
+                        "ops as `graphdbg diff` does. Given a job's folder "
                         "(the rank<R>.run files of a torchrun or srun job), a job screen "
                         "lists the ranks (status, counts, where each was) and where they "
                         "differ; Enter opens a rank's run.")
@@ -73,7 +75,8 @@ class TuiCommand:
                          help="run file, a job's folder of rank files, or a directory "
                               "(its newest run; default: newest *.run here)")
         tui.add_argument("run_b", nargs="?", metavar="RUN_B",
-                         help="a second run to align with the first in the diff view")
+                         help="a second run: its problems beside the first's, and the "
+                              "two aligned in the diff view")
 
     def run(self, args: argparse.Namespace) -> int:
         from ..runfile.job import is_job_folder

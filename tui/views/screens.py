@@ -30,7 +30,8 @@ HELP = """\
   [b]Enter[/b]      open: a problem's detail, a graph's nodes, a node's detail,
              a line's problem; in hot spots, the source line
   [b]Esc[/b]        back (closes the find bar first)
-  [b]n[/b] / [b]N[/b]      next / previous problem, from any view
+  [b]n[/b] / [b]N[/b]      next / previous problem, from any view (two runs open:
+             both runs' problems, each marked A or B)
   [b]s[/b]          source of the selected problem, node, line or op
   [b]d[/b]          diff: eager against compiled for the selected graph (an
              ONNX graph: against ONNX Runtime; with two runs: the two
