@@ -100,7 +100,8 @@ MAY_IMPORT = {
     "graphdbg.hooks": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks.placement"},
     "graphdbg.analysis": {"graphdbg.core", "graphdbg.runfile"},
     "graphdbg.reporters": {"graphdbg.core", "graphdbg.runfile", "graphdbg.analysis"},
-    "graphdbg.tui": {"graphdbg.core", "graphdbg.runfile", "graphdbg.analysis", "graphdbg.reporters"},
+    # the TUI renders the analysis and shares the report's wording through it (analysis.wording)
+    "graphdbg.tui": {"graphdbg.core", "graphdbg.runfile", "graphdbg.analysis"},
     "graphdbg": {"graphdbg.core", "graphdbg.runfile", "graphdbg.hooks", "graphdbg.hooks.placement",
                  "graphdbg.analysis", "graphdbg.reporters", "graphdbg.tui"},
 }
