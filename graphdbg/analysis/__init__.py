@@ -6,6 +6,8 @@ typed records, as plain frozen records (no rich, no textual, no SQL).
   TUI's job screen); `rankdiff` — rank 0 against each other rank op by op
   (`graphdbg diff DIR`); `jobtext` — the job's header, rank lists and where a
   rank was, in the words every view of a job uses.
+- `wording` — the words `graphdbg report` and the TUI share about one run (backend
+  labels, an export's line, a hint's ways out, fixed sizes, compile phases).
 
 The report, the JSON, the TUI and the HTML page render these records, so they
 never disagree. May import `graphdbg.core` and `graphdbg.runfile` only.
