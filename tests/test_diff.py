@@ -31,8 +31,12 @@ def test_faulty_compiled_run_parts_from_eager_at_the_graph_output(runs, workdir)
     doc = json.loads(proc.stdout)
     (b,) = doc["graph_boundaries"]
     assert b["compiled_in"] == "B" and b["file"] == str(SAMPLES / "divergence_faulty.py")
-    text = graphdbg("diff", eager.run, compiled.run, cwd=workdir).stdout
-    assert "output differs" in text and "divergence_faulty.py" in text
+    # the graph's output (the head's Linear) against the eager addmm that computed it
+    assert b["code"].startswith("return self.head(") and b["eager_op"] == "aten.addmm.default"
+    assert b["step"] is None  # no optimizer: the eager run counts no steps
+    text = " ".join(graphdbg("diff", eager.run, compiled.run, cwd=workdir).stdout.split())
+    assert f"output 0 differs at samples/divergence_faulty.py:{b['line']}" in text or \
+        f"output 0 differs at {b['file']}:{b['line']}" in text
 
 
 def test_diff_refuses_foreign_file(workdir):

@@ -4,6 +4,7 @@ run written with RunWriter (tests/tui_sample.py) and on a real sample run."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -647,6 +648,10 @@ def test_graphdbg_diff_pairs_an_onnx_graph_with_its_counterpart(pair_runs, tmp_p
     d = diff_runs(pair_runs["good"], pair_runs["bad"])
     (e,) = d.exports
     assert (e.kind, e.function, e.a, e.b) == ("onnx", "Net (torch.onnx.export)", 1, 1)
+    # found at its line: the export call in the program
+    export_line = next(i for i, text in enumerate(PAIR_SOURCE.splitlines(), 1)
+                       if "torch.onnx.export(" in text)
+    assert (os.path.basename(e.file), e.line) == ("pair.py", export_line)
     assert [c["node"] for c in e.ops_changed] == ["gelu"]
     assert e.ops_changed[0]["a"] != e.ops_changed[0]["b"] and "Sigmoid" in e.ops_changed[0]["b"]
     # ONNX Runtime's values part at gelu, where eager agrees: the translation differs

@@ -48,7 +48,7 @@ class Paths:
         """How many outer frames every recorded op's path shares."""
         if self._prefix is None:
             common: Path | None = None
-            for stack, frame in self.run.query("SELECT DISTINCT stack, user_frame FROM ops"):
+            for stack, frame in self.run.op_stacks():
                 path = self.full(stack, frame)
                 if path is None:
                     continue

@@ -34,6 +34,10 @@ class StepQueries:
             by = p.get("by", by)
         return ends, by
 
+    def op_stacks(self) -> list[tuple]:
+        """Each distinct (stack, user_frame) of the recorded ops."""
+        return self._rows("SELECT DISTINCT stack, user_frame FROM ops")
+
     def op_keys_between(self, lo: int, hi: int | None) -> list[tuple]:
         """(stack, user_frame, op, phase, count) of the ops with lo < seq <= hi
         (hi None: to the end)."""
