@@ -126,12 +126,17 @@ class MaskedAttention(torch.nn.Module):
         return out * 2
 
 
-def test_onnx_sdpa_with_a_fully_masked_row_draws_nothing_so_it_is_not_random(tmp_path):
+@pytest.mark.parametrize("mask_kind", ["bool", "additive"])
+def test_onnx_sdpa_with_a_fully_masked_row_draws_nothing_so_it_is_not_random(tmp_path, mask_kind):
     pytest.importorskip("onnxruntime")
     torch.manual_seed(0)
     x = torch.randn(1, 2, 4, 8)
-    mask = torch.ones(1, 1, 4, 4, dtype=torch.bool)
-    mask[..., 1, :] = False  # query row 1 sees nothing: torch gives 0 there
+    if mask_kind == "bool":
+        mask = torch.ones(1, 1, 4, 4, dtype=torch.bool)
+        mask[..., 1, :] = False  # query row 1 sees nothing: torch gives 0 there
+    else:
+        mask = torch.zeros(1, 1, 4, 4)
+        mask[..., 1, :] = float("-inf")
     m = MaskedAttention().eval()
     run = tmp_path / "o.run"
     with graphdbg.capture(str(run)):
@@ -140,7 +145,11 @@ def test_onnx_sdpa_with_a_fully_masked_row_draws_nothing_so_it_is_not_random(tmp
     assert (d.file, d.line) == (HERE, line_of(HERE, "masked sdpa"))
     # aten tags SDPA as a random op; with dropout_p=0 it draws nothing
     assert d.detail.classification != "random" and "random" not in d.message
-    assert d.detail.exported == "onnx"
+    assert d.detail.exported == "onnx" and d.severity == "error"
+    if mask_kind == "additive":  # ONNX Runtime's softmax of a row of -inf: NaN
+        assert d.detail.classification == "nonfinite"
+        assert (d.detail.nonfinite_side, d.detail.nonfinite_value) == ("compiled", "NaN")
+        assert d.message.startswith("ONNX Runtime goes NaN at") and "eager stays finite" in d.message
 
 
 # -- recompile wording ----------------------------------------------------------------------

@@ -475,7 +475,10 @@ class ExportFindings:
                     f"custom_translation_table entry for {target}, or the translation in "
                     f"opset {opset}.")
         self._add(f"divergence|{graph_id}|{node.name if node is not None else None}|{kind}|onnx",
-                  kind="divergence", severity=_SEVERITY.get(kind, "error"), message=message,
+                  kind="divergence", message=message,
+                  # NaN/Inf that ONNX Runtime makes and float64 does not: a wrong translation
+                  severity="error" if kind == "nonfinite" and d.side != "eager"
+                  and d.fp64_finite is not False else _SEVERITY.get(kind, "error"),
                   hint=hint, user_frame=user_id, stack=stack, graph_id=graph_id,
                   node=node.name if node is not None else None, op=target,
                   detail=DivergenceDetail.of(
