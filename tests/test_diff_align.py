@@ -143,14 +143,14 @@ def test_the_merge_stops_once_nothing_earlier_in_a_is_left(tmp_path, monkeypatch
     bad[3] = (bad[3][0], "aten.add.Tensor", "forward", [[2]], stats(0.9), 1)
     pa, pb = make(tmp_path / "a.run", src, ops), make(tmp_path / "b.run", src, bad)
     read = []
-    real = Run.iter_ops
+    real = Run.iter_ops_between
 
-    def counting(self, **kw):
-        for o in real(self, **kw):
+    def counting(self, *args):
+        for o in real(self, *args):
             read.append(o.seq)
             yield o
 
-    monkeypatch.setattr(Run, "iter_ops", counting)
+    monkeypatch.setattr(Run, "iter_ops_between", counting)
     with Run(pa) as ra, Run(pb) as rb:
         first = diff.first_value_divergence(diff.read_side(ra), diff.read_side(rb), 1e-3)
     assert first.line == 4 and first.a["mean"] == 0.1

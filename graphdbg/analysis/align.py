@@ -149,35 +149,49 @@ class _Compiled:
         return i >= 0 and rs[i][0] <= step <= rs[i][1]
 
 
-def _merge(ia: Iterator[tuple], ib: Iterator[tuple]) -> Iterator[tuple[tuple, Op, Op]]:
+class Merge:
     """Pairs ``(key, a, b)`` of two streams of ``(key, op)`` (each key at most
-    once per stream), read in step: only ops whose twin is not read yet wait."""
-    wait_a: OrderedDict[tuple, Op] = OrderedDict()
-    wait_b: dict[tuple, Op] = {}
-    a_done = b_done = False
-    while not (a_done and b_done):
-        if not a_done:
-            item = next(ia, None)
-            if item is None:
-                a_done = True
-            else:
-                key, a = item
-                b = wait_b.pop(key, None)
-                if b is None:
-                    wait_a[key] = a
+    once per stream), read in step: only ops whose twin is not read yet wait.
+    Set `stop_after` to an A seq to stop once no op of A at or before it can
+    still be paired (a search for the earliest difference in A's order needs
+    nothing later)."""
+
+    def __init__(self, ia: Iterator[tuple], ib: Iterator[tuple]) -> None:
+        self.ia, self.ib = ia, ib
+        self.stop_after: int | None = None
+
+    def __iter__(self) -> Iterator[tuple[tuple, Op, Op]]:
+        wait_a: OrderedDict[tuple, Op] = OrderedDict()   # in A's order: first = earliest
+        wait_b: dict[tuple, Op] = {}
+        a_seq, a_done, b_done = -1, False, False
+        while not (a_done and b_done):
+            stop = self.stop_after
+            if stop is not None and (a_done or a_seq >= stop) and (
+                    not wait_a or next(iter(wait_a.values())).seq > stop):
+                return
+            if not a_done:
+                item = next(self.ia, None)
+                if item is None:
+                    a_done = True
                 else:
-                    yield key, a, b
-        if not b_done:
-            item = next(ib, None)
-            if item is None:
-                b_done = True
-            else:
-                key, b = item
-                a = wait_a.pop(key, None)
-                if a is None:
-                    wait_b[key] = b
+                    key, a = item
+                    a_seq = a.seq
+                    b = wait_b.pop(key, None)
+                    if b is None:
+                        wait_a[key] = a
+                    else:
+                        yield key, a, b
+            if not b_done:
+                item = next(self.ib, None)
+                if item is None:
+                    b_done = True
                 else:
-                    yield key, a, b
+                    key, b = item
+                    a = wait_a.pop(key, None)
+                    if a is None:
+                        wait_b[key] = b
+                    else:
+                        yield key, a, b
 
 
 class StepAlignment:
@@ -230,13 +244,14 @@ class StepAlignment:
             if k < other.get(key, 0):
                 yield (step, key, k), o
 
-    def pairs(self, step: int) -> Iterator[tuple[tuple, Op, Op]]:
-        """``((step, key, k), a, b)`` for the paired ops of a step."""
+    def pairs(self, step: int) -> Merge:
+        """``((step, key, k), a, b)`` for the paired ops of a step (a `Merge`:
+        its `stop_after` ends it early)."""
         ca, cb = self.counts(step)
         if not ca or not cb:
-            return
-        yield from _merge(self._stream(self.A.run, self.paths_a, self.steps_a, step, cb),
-                          self._stream(self.B.run, self.paths_b, self.steps_b, step, ca))
+            return Merge(iter(()), iter(()))
+        return Merge(self._stream(self.A.run, self.paths_a, self.steps_a, step, cb),
+                     self._stream(self.B.run, self.paths_b, self.steps_b, step, ca))
 
     def __iter__(self) -> Iterator[tuple[tuple, Op, Op]]:
         for step in range(self.n_steps):

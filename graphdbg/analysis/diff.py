@@ -372,11 +372,13 @@ def first_value_divergence(A: Side, B: Side, rtol: float,
     al = al or StepAlignment(A, B)
     for step in range(al.n_steps):
         best: tuple[int, OpDifference] | None = None     # (A seq, divergence)
-        for (_, _key, k), a, b in al.pairs(step):
+        pairs = al.pairs(step)
+        for (_, _key, k), a, b in pairs:
             if best is None or a.seq < best[0]:
                 found = compare_ops(a, b, k, rtol, al.step_label(step))
                 if found is not None:
                     best = (a.seq, found)
+                    pairs.stop_after = a.seq
         if best is not None:
             return best[1]
     return None
