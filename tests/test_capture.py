@@ -64,11 +64,15 @@ def test_eager_ops_forward_backward_lines_and_modules(runs):
     rows = query(r.run, "SELECT * FROM ops")
     frames = {f["id"]: f for f in query(r.run, "SELECT * FROM frames")}
     phases = {r["phase"] for r in rows}
-    assert phases == {"forward", "backward", "optimizer"}
-    # the optimizer's ops are at its step() line, and only there
+    assert phases == {"init", "forward", "backward", "optimizer"}
+    # init: the model's construction (its layers' reset_parameters), not its forward
+    init = [r for r in rows if r["phase"] == "init"]
+    assert {r["op"] for r in init} >= {"aten.uniform_.default"}
+    assert not any(r["op"] == "aten.convolution.default" for r in init)
+    # the optimizer's ops are at its step() and zero_grad() lines, and only there
     step = {frames[r["user_frame"]]["line"] for r in rows if r["phase"] == "optimizer"}
     assert step == {i for i, ln in enumerate((SAMPLES / "eager_only.py").read_text().splitlines(), 1)
-                    if "optimizer.step()" in ln}
+                    if "optimizer.step()" in ln or "optimizer.zero_grad()" in ln}
     convs = [r for r in rows if r["op"] == "aten.convolution.default"]
     assert convs and all(r["module_class"] == "Conv2d" for r in convs)
     assert all(r["module_path"].count(".") >= 1 for r in convs)

@@ -348,7 +348,9 @@ def test_a_run_whose_writer_is_gone_ended_without_closing(tmp_path):
 def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops(tmp_path):
     from graphdbg.runfile.writer import RunWriter
     w = RunWriter(str(tmp_path / "x.run"))
-    for gid, calls in ((1, (1_000, 3_000)), (2, (9_000, 2_500)), (3, ())):
+    cases = ((1, (1_000, 3_000, 3_000, 3_100)), (2, (9_000, 2_500, 2_600, 2_700)), (3, ()),
+             (4, (1_000, 3_000)), (5, (1_000, 2_600, 5_000, 9_000)))
+    for gid, calls in cases:
         w.put_graph(gid, compile_id=f"{gid - 1}/0", status="compiled")
         for i, ns in enumerate((1_000, 1_500)):
             w.add(NodeTimeRow(gid, f"n{i}", ns))
@@ -356,11 +358,16 @@ def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops
             w.add(CallRow(gid * 10 + i, gid, i, ns, "[]"))
     w.close(exit_status=0, status="complete")
     with Run(str(tmp_path / "x.run")) as run:
-        g1, g2, g3 = run.graphs()
-    # the first call warms up: the fastest call after it counts
-    assert (g1.eager_ref_ns, g1.steady_call_ns, g1.compiled_slower) == (2_500, 3_000, True)
+        g1, g2, g3, g4, g5 = run.graphs()
+    # the first call warms up: the fastest call after it counts, beyond the
+    # spread of the calls after it (median - fastest), over at least 3 of them
+    assert (g1.eager_ref_ns, g1.steady_call_ns, g1.steady_median_ns, g1.compiled_slower) == \
+        (2_500, 3_000, 3_000, True)
     assert (g2.steady_call_ns, g2.compiled_slower) == (2_500, False)   # not slower: as fast
     assert g3.compiled_slower is None                                   # never called
+    assert (g4.steady_calls, g4.compiled_slower) == (1, None)           # one call: no verdict
+    # 100 ns slower, within a 2,400 ns spread: noise, not slower
+    assert (g5.steady_median_ns, g5.compiled_slower) == (5_000, False)
 
 
 def test_a_compiled_line_timed_over_too_few_calls_gets_no_verdict():

@@ -205,10 +205,11 @@ def test_graphs_sort_in_memory(run):
     assert [g.id for g in m.sort_graphs(graphs, sort)] == [1, 2]
     sort.reverse()
     assert [g.id for g in m.sort_graphs(graphs, sort)] == [2, 1]
-    # eager ref: the nodes' eager time (1.59 ms) against the fastest call (1 ms): not slower
+    # eager ref: the nodes' eager time (1.59 ms) beside one call after the first (1 ms):
+    # too few calls for a verdict (no ▲)
     assert m.graph_cells(graphs[0]) == ("1", "0/0", "block", "model.py:4", "450", "1.25 s",
                                         "2", "1.50 ms", "1.59 ms", "inductor")
-    assert graphs[0].compiled_slower is False and graphs[1].compiled_slower is None
+    assert graphs[0].compiled_slower is None and graphs[1].compiled_slower is None
     assert m.graph_cells(graphs[1])[8] == "-"          # never checked against eager
 
 
