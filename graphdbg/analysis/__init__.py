@@ -8,6 +8,9 @@ typed records, as plain frozen records (no rich, no textual, no SQL).
   rank was, in the words every view of a job uses.
 - `wording` — the words `graphdbg report` and the TUI share about one run (backend
   labels, an export's line, a hint's ways out, fixed sizes, compile phases).
+- `lines` — compiled time per user line (a fused kernel split between its
+  lines, never more than the graph's time), for the report, JSON and TUI;
+  `compiletime` — what the caches gave a compile, agreeing with its phases.
 
 The report, the JSON, the TUI and the HTML page render these records, so they
 never disagree. May import `graphdbg.core` and `graphdbg.runfile` only.
