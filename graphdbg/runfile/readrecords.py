@@ -428,7 +428,7 @@ class SourceLine:
     line: int
     text: str
     eager_ns: int                  # eager ops at this line (op summary)
-    compiled_ns: int               # compiled time at this line (`Run._compiled_by_line`)
+    compiled_ns: int               # compiled time at this line (`Run.hot_lines`' ``compiled``)
     findings: tuple[int, ...]      # ids of findings reported at this line
 
 
