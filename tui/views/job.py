@@ -25,7 +25,8 @@ from textual.widgets import DataTable, Footer, Static
 from graphdbg.core.errors import GraphdbgError
 from graphdbg.runfile.job import Job
 from ..model.job import DIFFERENCE_COLUMNS, RANK_COLUMNS, JobModel
-from .app import FindTable, Heading, run_tui
+from .app import run_tui
+from .widgets import FindTable, Heading
 from .theme import level_style
 
 
