@@ -2,6 +2,9 @@
 typed records, as plain frozen records (no rich, no textual, no SQL).
 
 - `diff` — two runs aligned by what ran (`graphdbg diff A B`, the TUI's two-run view).
+  `align` pairs their eager ops (step, user call path, op, occurrence),
+  `outputs` each compiled output with the eager op that computed it, `values`
+  compares and words value summaries.
 - `ranks` — a distributed job's ranks compared (`graphdbg report DIR`, the
   TUI's job screen); `rankdiff` — rank 0 against each other rank op by op
   (`graphdbg diff DIR`); `jobtext` — the job's header, rank lists and where a
