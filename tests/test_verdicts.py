@@ -172,6 +172,24 @@ def test_a_constant_set_guard_says_both_values(tmp_path):
     assert "a set" not in d.message
 
 
+def over_keys(x, d):
+    for k in d:  # MARK dict guard
+        x = x + d[k]
+    return x
+
+
+def test_a_dict_length_guard_says_what_it_was_and_is(tmp_path):
+    # torch spells the failure `len(d) != 1`: it was 1, it is 2 now (not "was not 1")
+    torch._dynamo.reset()
+    run = tmp_path / "d.run"
+    with graphdbg.capture(str(run)):
+        c = torch.compile(over_keys, backend="eager")
+        c(torch.ones(3), {"a": 1})
+        c(torch.ones(3), {"a": 1, "b": 3})
+    (d,) = open_findings(run, "recompile")
+    assert "len(d) changed: was 1, now 2" in d.message, d.message
+
+
 # -- one finding per cause -----------------------------------------------------------------
 
 def llama_steps() -> None:
