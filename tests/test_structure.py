@@ -327,3 +327,18 @@ def test_no_query_reporter_or_analysis_module_is_over_700_lines():
                 or name.startswith("graphdbg.runfile.query"))
             and (n := len(path.read_text().splitlines())) > 700}
     assert long == {}
+
+
+def test_every_package_is_in_pyproject():
+    """setuptools installs only the packages pyproject.toml lists: a package
+    left out works in the editable checkout and is missing from a built wheel."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    found = set()
+    for pkg, folder in PACKAGES.items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder).parts
+            found.add(".".join([pkg, *rel]))
+    assert found - listed == set()
+    assert listed - found == set()
