@@ -38,6 +38,7 @@ from typing import Any
 
 from ..runfile.query import Op, Run
 from .align import StepAlignment
+from .lines import compiled_by_line
 from .outputs import GraphOutputs
 from .values import stats_close
 
@@ -271,7 +272,8 @@ def read_side(run: Run) -> Side:
             covered[(n.file, n.line)].add(n.graph_id)
             out_line[n.graph_id] = (n.file, n.line, n.code)  # the last one wins
     times = {(t.file, t.line): t.total_ns
-             for t in run.hot_lines(None, recorded_ops_only=True)}
+             for t in run.hot_lines(None, recorded_ops_only=True,
+                                    compiled=compiled_by_line(run))}
     return Side(run, counts, {(g[0], g[1]) for g in counts}, covered, out_line, times,
                  len(graphs), kinds, [g for g in graphs if g.export is not None])
 
