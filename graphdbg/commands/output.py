@@ -9,20 +9,11 @@ import sys
 
 def console(stderr: bool = False):
     """A rich console on stdout (or stderr). Not a terminal (a pipe, a log,
-    make): 120 columns, wide enough for paths and tables, unless COLUMNS says
-    otherwise (rich reads it)."""
+    make): 120 columns, wide enough for paths and tables."""
     from rich.console import Console
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, highlight=False, emoji=False,
-                   width=None if stream.isatty() else _columns(120))
-
-
-def _columns(default: int) -> int:
-    import os
-    try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        return default
+                   width=None if stream.isatty() else 120)
 
 
 def write_json(document) -> None:
