@@ -370,21 +370,20 @@ def test_a_graph_is_compiled_slower_when_its_fastest_call_outlasts_its_eager_ops
     assert (g5.steady_median_ns, g5.compiled_slower) == (5_000, False)
 
 
-def test_a_compiled_line_timed_over_too_few_calls_gets_no_verdict():
-    from graphdbg.runfile.query import MIN_SAMPLES, CompiledLine
-    def line(samples, steady=True):
-        return CompiledLine("m.py", 3, "f", "y = x @ w", 900, 300, 0, 100, ("k",), (1,),
-                            steady, samples)
-    assert line(MIN_SAMPLES).compiled_slower is True
-    assert line(MIN_SAMPLES - 1).compiled_slower is None  # one slow call under load is no verdict
-    assert line(5, steady=False).compiled_slower is None
+def test_a_compiled_time_over_too_few_calls_or_within_its_spread_gets_no_verdict():
+    from graphdbg.runfile.readrecords import MIN_SAMPLES, beyond_noise
+    # fastest 300 ns against eager 100 ns, median 320: slower beyond the spread
+    assert beyond_noise(300, 320, 100, MIN_SAMPLES) is True
+    assert beyond_noise(300, 320, 100, MIN_SAMPLES - 1) is None  # one slow call under load
+    assert beyond_noise(300, 320, None, 5) is None                # no eager time
+    assert beyond_noise(300, 600, 100, 5) is False                # within a 300 ns spread
 
 
 def test_compiled_lines_keep_their_times_beside_a_long_source_line():
     # nanoGPT's attention line is wider than the terminal: the times stay
     from rich.console import Console
+    from graphdbg.analysis.lines import CompiledLine
     from graphdbg.reporters.report import _compiled_lines_section
-    from graphdbg.runfile.query import CompiledLine
     code = ("y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
             "dropout_p=self.dropout if self.training else 0, is_causal=True)")
     line = CompiledLine(file="/x/model.py", line=64, function="forward", code=code,

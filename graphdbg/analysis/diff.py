@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict, defaultdict
-from collections.abc import Iterator
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..runfile.query import Op, Run
-from .align import StepAlignment
+from .align import Merge, StepAlignment
 from .lines import compiled_by_line
 from .outputs import GraphOutputs
 from .values import stats_close
@@ -316,7 +315,7 @@ def _twins(side: Side, other: Side):
             yield (g, k), o
 
 
-class AlignedOps:
+class AlignedOps(Merge):
     """Every aligned pair of eager ops of two runs, as ``((group, k), a, b)``:
     the k-th op of a group (file, line, op, phase) in A meets the k-th in B.
 
@@ -329,41 +328,7 @@ class AlignedOps:
 
     def __init__(self, A: Side, B: Side) -> None:
         self.A, self.B = A, B
-        self.stop_after: int | None = None
-
-    def __iter__(self) -> Iterator[tuple[tuple, Op, Op]]:
-        wait_a: OrderedDict[tuple, Op] = OrderedDict()   # in A's order: first = earliest
-        wait_b: dict[tuple, Op] = {}
-        ia, ib = _twins(self.A, self.B), _twins(self.B, self.A)
-        a_seq, a_done, b_done = -1, False, False
-        while not (a_done and b_done):
-            stop = self.stop_after
-            if stop is not None and (a_done or a_seq >= stop) and (
-                    not wait_a or next(iter(wait_a.values())).seq > stop):
-                return
-            if not a_done:
-                item = next(ia, None)
-                if item is None:
-                    a_done = True
-                else:
-                    key, a = item
-                    a_seq = a.seq
-                    b = wait_b.pop(key, None)
-                    if b is None:
-                        wait_a[key] = a
-                    else:
-                        yield key, a, b
-            if not b_done:
-                item = next(ib, None)
-                if item is None:
-                    b_done = True
-                else:
-                    key, b = item
-                    a = wait_a.pop(key, None)
-                    if a is None:
-                        wait_b[key] = b
-                    else:
-                        yield key, a, b
+        super().__init__(_twins(A, B), _twins(B, A))
 
 
 def first_value_divergence(A: Side, B: Side, rtol: float,

@@ -36,13 +36,13 @@ from .query_graphs import GraphQueries
 from .query_steps import StepQueries
 from .query_time import TimeQueries
 from .readrecords import (MIN_SAMPLES, NO_FRAME, NODE_VALUE_DIFFERING, SEVERITIES, Call,
-                          CompiledLine, CompileTime, Finding, Frame, Graph, KeptTensor,
+                          CompileTime, Finding, Frame, Graph, KeptTensor,
                           KernelTime, KindCount, LineTime, Node, NodeValue, Op, OpStat, RunInfo,
                           SampledLine, Sampling, SourceLine)
 
 __all__ = ["Run", "open_run", "SEVERITIES", "MIN_SAMPLES", "NO_FRAME", "NODE_VALUE_DIFFERING",
            "Frame", "RunInfo", "Graph", "Node", "NodeValue", "CompileTime", "KernelTime",
-           "CompiledLine", "SampledLine", "Sampling", "Call", "Op", "OpStat", "Finding",
+           "SampledLine", "Sampling", "Call", "Op", "OpStat", "Finding",
            "KindCount", "LineTime", "SourceLine", "KeptTensor"]
 
 

@@ -268,36 +268,6 @@ class KernelTime:
 
 
 @dataclass(frozen=True, slots=True)
-class CompiledLine:
-    """Compiled kernel time at a user line (a kernel fused from several lines
-    counts a share at each). Per call of the graphs: `forward_ns` (forward and
-    inference kernels) against `eager_ref_ns` (the line's nodes in the eager
-    reference run), `backward_ns`; `total_ns` over all calls."""
-    file: str
-    line: int
-    function: str
-    code: str | None
-    total_ns: int
-    forward_ns: int
-    backward_ns: int
-    eager_ref_ns: int | None
-    kernels: tuple[str, ...]
-    graph_ids: tuple[int, ...]
-    steady: bool = True            # its forward kernels were timed after a first call
-    samples: int = 0               # the fewest steady calls any of its forward kernels was timed over
-
-    @property
-    def compiled_slower(self) -> bool | None:
-        """None also when the forward time is a cold first call only (a graph
-        called once), or from fewer than MIN_SAMPLES steady calls: that is no
-        verdict on compiled code."""
-        if not self.forward_ns or not self.eager_ref_ns or not self.steady \
-                or self.samples < MIN_SAMPLES:
-            return None
-        return self.forward_ns > self.eager_ref_ns
-
-
-@dataclass(frozen=True, slots=True)
 class SampledLine:
     """A user source line and the py-spy samples whose deepest user frame it was."""
     file: str
