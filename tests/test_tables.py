@@ -63,7 +63,7 @@ net = Net()
 opt = torch.optim.SGD(net.parameters(), lr=0.1)
 for _ in range(2):
     loss = net(torch.randn(3, 8)).sum()
-    loss.backward()
+    loss.backward()                                          # mark: backward
     torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)    # mark: clip-norm
     torch.nn.utils.clip_grad_value_(net.parameters(), 0.5)   # mark: clip-value
     opt.step()                                               # mark: step
@@ -142,6 +142,13 @@ def test_gradient_clipping_and_zero_grad_are_the_optimizers_phase(eager_run):
     assert _phases(eager_run, EAGER_PROGRAM, "step").get("aten.add_.Tensor") == "optimizer"
     # the forward stays the forward
     assert _phases(eager_run, EAGER_PROGRAM, "forward").get("aten.addmm.default") == "forward"
+
+
+def test_the_seed_gradient_of_backward_is_the_backward_phase(eager_run):
+    # loss.backward() makes the seed gradient (ones_like) on the caller's thread,
+    # before any autograd node runs: it is the backward's work, not the forward's
+    seed = _phases(eager_run, EAGER_PROGRAM, "backward")
+    assert seed.get("aten.ones_like.default") == "backward", seed
 
 
 def test_weight_init_is_the_init_phase_not_the_forward(eager_run):

@@ -190,6 +190,20 @@ _INIT_METHODS = {"__init__", "reset_parameters", "_reset_parameters", "_init_wei
                  "init_weights", "_initialize_weights"}
 STEP = "step"  # StackWalker's mark: an optimizer's step, gradient clipping, zero_grad
 INIT = "init"  # StackWalker's mark: torch.nn.init, a module's __init__ or weight init
+BACKWARD = "backward"  # StackWalker's mark: torch.autograd.backward/grad before the engine runs
+
+
+def _backward_codes() -> set:
+    """torch.autograd's ``backward`` and ``grad``: the ops they run on the
+    caller's thread (the seed gradient ``ones_like``, shape checks) are the
+    backward's, though no autograd node runs them."""
+    import torch.autograd as ag
+    codes = {_unwrapped_code(ag.backward), _unwrapped_code(ag.grad)}
+    codes.discard(None)
+    return codes
+
+
+_BACKWARD_CODES = _backward_codes()
 
 
 class _InitLines(dict):
@@ -238,6 +252,8 @@ class StackWalker:
             v = STEP
         elif file == _INIT_FILE:
             v = INIT
+        elif code in _BACKWARD_CODES:
+            v = BACKWARD
         elif is_internal(file):
             v = INIT if _initialises_module(code, f) else False
         else:
@@ -253,7 +269,8 @@ class StackWalker:
         ``optimizer`` (torch's own code of an optimizer's ``step``, gradient
         clipping or ``zero_grad`` is running the op: no user frame inside
         it), ``init`` (inside torch.nn.init or a module's ``__init__`` or
-        weight-init method), else ``forward``. The phase costs nothing more:
+        weight-init method), ``backward`` (torch.autograd.backward or grad,
+        before its engine runs: the seed gradient), else ``forward``. The phase costs nothing more:
         the marks are cached per code object with the rest."""
         f = _getframe(2 + skip)
         get = self._codes.get
@@ -274,6 +291,9 @@ class StackWalker:
             elif v is INIT:
                 if phase is None:
                     phase = "init"
+            elif v is BACKWARD:
+                if phase is None:
+                    phase = "backward"
             elif v is True:
                 if inner is None:
                     inner = _module_of(f)
