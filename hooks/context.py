@@ -45,6 +45,7 @@ class GraphInfo:
     code_line: int | None = None
     backend_time_s: float | None = None  # the backend's own compile, without graphdbg's recording
     node_frames: dict = field(default_factory=dict)  # node name -> its user frame id (this run's)
+    metrics_seen: bool = False  # its compile's compilation_metrics arrived (its compile ended)
 
 
 class _EagerPause:
@@ -118,7 +119,11 @@ class CaptureContext:
         return info
 
     def graphs_for_compile(self, compile_id: str | None) -> list[GraphInfo]:
-        return [g for g in self.graphs.values() if g.compile_id == compile_id]
+        """The graphs of the compile now ending under this id: compile ids
+        start again at 0/0 after torch._dynamo.reset(), so graphs whose
+        compile already ended are not this one's."""
+        return [g for g in self.graphs.values()
+                if g.compile_id == compile_id and not g.metrics_seen]
 
     def now(self) -> float:
         return time.monotonic() - self._t0

@@ -427,3 +427,32 @@ def test_a_graph_break_dynamo_resumes_after_is_not_marked_skipped(tmp_path, caps
     assert (d["kind"], d["severity"], d["file"], d["line"]) == (
         "graph_break", "warning", HERE, line_of(HERE, "print break"))
     assert d["detail"]["frame_skipped"] is False and "runs eagerly" not in d["message"]
+
+
+def _small(x):
+    return x.sin() + 1
+
+
+def _larger(x):
+    for _ in range(40):
+        x = torch.cos(x) * 2 - x
+    return x
+
+
+@in_process
+def test_compile_ids_repeated_after_a_reset_keep_each_graph_its_own_compile(tmp_path):
+    # torch._dynamo.reset() starts compile ids again at 0/0: the second 0/0's
+    # time and graphs are not the first's (it was charged to both)
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        torch.compile(_larger, backend="eager")(torch.ones(3))
+        torch._dynamo.reset()
+        torch.compile(_small, backend="eager")(torch.ones(3))
+    with Run(str(run)) as r:
+        graphs = {g.function: g for g in r.graphs()}
+        times = r.compile_times()
+    assert [g.compile_id for g in graphs.values()] == ["0/0", "0/0"]
+    assert [(t.compile_id, t.function, t.graph_ids) for t in times] == [
+        ("0/0", "_larger", (graphs["_larger"].id,)), ("0/0", "_small", (graphs["_small"].id,))]
+    assert graphs["_larger"].compile_time_s == pytest.approx(times[0].total_s, rel=1e-6)
+    assert graphs["_small"].compile_time_s == pytest.approx(times[1].total_s, rel=1e-6)

@@ -39,9 +39,10 @@ class TimeQueries:
     def compile_times(self) -> list[CompileTime]:
         """Every compile's time by phase, in the order they happened (empty
         for runs recorded before graphdbg kept it)."""
-        graphs: dict[str, list] = {}
-        for g in self.graphs():
+        graphs: dict[str, list] = {}   # compile id -> its graphs, oldest first
+        for g in sorted(self.graphs(), key=lambda g: (g.created_seq or 0, g.id)):
             graphs.setdefault(g.compile_id, []).append(g)
+        unclaimed = {cid: list(gs) for cid, gs in graphs.items()}
         # a compile that made no graph (a frame that broke at once, or was
         # skipped) is named by the code torch's metrics say it compiled
         code: dict[str, tuple] = {}
@@ -58,10 +59,14 @@ class TimeQueries:
         internal = {file for (file,) in self._rows(
             "SELECT DISTINCT file FROM frames WHERE internal = 1")}
         out = []
-        for cid, md in self._rows("SELECT compile_id, metadata FROM events WHERE name = ? "
-                                  "ORDER BY seq", ("graphdbg_compile_time",)):
+        for seq, cid, md in self._rows("SELECT seq, compile_id, metadata FROM events "
+                                       "WHERE name = ? ORDER BY seq", ("graphdbg_compile_time",)):
             p = (_loads(md) or {}).get("graphdbg_compile_time") or {}
-            gs = graphs.get(cid, [])
+            # a compile's graphs were made before its time was written; ids start
+            # again at 0/0 after torch._dynamo.reset(): a later compile's are not its
+            pending = unclaimed.get(cid, [])
+            n = next((i for i, g in enumerate(pending) if (g.created_seq or 0) > seq), len(pending))
+            gs, unclaimed[cid] = pending[:n], pending[n:]
             first = gs[0] if gs else None
             where = (first.function, first.file, first.line) if first else code.get(cid, (None,) * 3)
             if not first and (where[1] or "").startswith("<"):

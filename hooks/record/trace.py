@@ -285,6 +285,8 @@ class TraceHandler(logging.Handler):
             ours = [g.backend_time_s for g in ctx.graphs_for_compile(cid)
                     if g.backend_time_s is not None]
             phases = compile_phases(m, self._cpp_s.pop(cid, 0.0), sum(ours) if ours else None)
+            for g in ctx.graphs_for_compile(cid):
+                g.metrics_seen = True
             started = self._started_at.pop(cid, None)
             if started is not None:
                 phases["user"] = started
