@@ -124,7 +124,7 @@ def test_compiled_graph_output_against_the_other_runs_value_at_that_line(tmp_pat
     assert (b.output, b.eager_op, d.compared_outputs, d.unpaired_outputs) == (
         0, "aten.mul.Tensor", 2, 0)
     assert list(b.as_dict()) == ["what", "file", "line", "code", "compiled_in", "graph", "call",
-                                 "output", "eager_op", "step", "rel_diff", "compiled", "eager"]
+                                 "output", "eager_op", "step", "rel_diff", "compiled", "eager", "origin"]
     times = {t.line: (t.a_ns, t.b_ns) for t in d.timing}
     assert times[2] == (0, 1000) and times[3] == (20, 0)  # two calls at the function's line
 

@@ -192,6 +192,9 @@ def test_a_faulty_backend_is_found_at_its_line(pairs, runs, workdir):
     assert b["compiled_in"] == "B" and b["eager_op"] == "aten.relu.default" and b["step"] == 1
     assert b["code"].startswith("h = torch.relu(self.fc1(x))")
     assert b["compiled"]["mean"] == pytest.approx(1.01 * b["eager"]["mean"], rel=1e-5)
+    # where it starts, from the compiled run's own check: the relu's line too
+    assert (b["origin"]["file"], b["origin"]["line"]) == (str(faulty), line_of(faulty, "relu"))
+    assert "own check places it at" in text
     first = doc["first_divergence"]
     assert (first["line"], first["step"], first["phase"]) == (line_of(faulty, "loss"), 1,
                                                             "forward")

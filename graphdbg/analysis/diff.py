@@ -113,12 +113,17 @@ class GraphBoundary:
     output: int = 0
     eager_op: str | None = None
     step: int | None = None
+    # where the compiled run's own check placed the graph's divergence, if it
+    # found one: {file, line, code, node, classification} (the output is
+    # where it shows, this is where it starts)
+    origin: dict | None = None
 
     def as_dict(self) -> dict:
         d = {"what": "graph output", "file": self.file, "line": self.line, "code": self.code,
              "compiled_in": self.compiled_in, "graph": self.graph, "call": self.call,
              "output": self.output, "eager_op": self.eager_op, "step": self.step,
-             "rel_diff": _finite(self.rel_diff), "compiled": self.compiled, "eager": self.eager}
+             "rel_diff": _finite(self.rel_diff), "compiled": self.compiled, "eager": self.eager,
+             "origin": self.origin}
         if self.kind != "compile":
             d["kind"] = self.kind
         return d
@@ -361,13 +366,30 @@ def graph_boundaries(A: Side, B: Side, rtol: float, al: StepAlignment | None = N
     found = []
     for src, other, name in ((B, A, "B"), (A, B, "A")):
         steps = al.steps_b if name == "B" else al.steps_a
+        origins = None
         for w, twin, rel in outputs.compare(src, other, name):
             n = w.node
+            if origins is None:
+                origins = _divergence_origins(src.run)
             found.append(GraphBoundary(
                 n.file, n.line, n.code, name, w.graph, w.call, rel, w.value.get("stats"),
                 (twin.stats or [None])[0], src.kinds.get(w.graph, "compile"), w.output, twin.op,
-                al.step_label(steps.of(w.call_seq))))
+                al.step_label(steps.of(w.call_seq)), origins.get(w.graph)))
     return found
+
+
+def _divergence_origins(run: Run) -> dict[int, dict]:
+    """Graph -> where the run's own check (compiled against eager on the
+    same inputs) placed its first divergence: the first such finding."""
+    out: dict[int, dict] = {}
+    for f in run.findings(kind="divergence"):
+        d = f.detail
+        graphs = list(getattr(d, "graphs", None) or []) or [f.graph_id]
+        for g in graphs:
+            if g is not None and g not in out and f.line is not None:
+                out[g] = {"file": f.file, "line": f.line, "code": f.code, "node": f.node,
+                          "classification": getattr(d, "classification", None)}
+    return out
 
 
 def _export_key(g) -> tuple:

@@ -94,9 +94,17 @@ def render(diff: RunDiff, console) -> None:
         console.print(f"    {side:<{width}} {escape(stats_text(g.compiled))}\n"
                       f"    {escape(eager):<{width}} {escape(stats_text(g.eager))}   "
                       f"relative difference {num(g.rel_diff)}")
+        o = g.origin
+        if o is not None:
+            verdict = f" ({o['classification']})" if o.get("classification") else ""
+            console.print(f"    run {g.compiled_in}'s own check places it at "
+                          f"[cyan]{escape(at(o['file'], o['line']))}[/]{escape(verdict)}"
+                          + (f", node {escape(o['node'])}" if o.get("node") else ""))
+            _code(console, o["line"], o.get("code"))
     if diff.compared_outputs or diff.unpaired_outputs:
-        console.print(f"[dim]{diff.compared_outputs} compiled outputs compared with the eager "
-                      f"op that computed them"
+        n = diff.compared_outputs
+        console.print(f"[dim]{n} compiled output{'s' if n != 1 else ''} compared with the eager "
+                      f"op that computed {'them' if n != 1 else 'it'}"
                       + (f"; {diff.unpaired_outputs} without one to pair with (not compared)"
                          if diff.unpaired_outputs else "") + "[/]")
     if diff.compiled_in_one_run:
