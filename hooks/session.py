@@ -40,6 +40,7 @@ from .record.eager import EagerRecorder
 from .record.statsqueue import StatsQueue
 from .record.steps import EagerSchedule
 from .record.exports import ExportRecorder
+from .record.ortsession import SessionWatch
 from .findings.writer import Findings
 from .record.tensors import TensorKeeper
 from .record.kernels import KernelTimes
@@ -152,7 +153,7 @@ class Session:
         self._backend = BackendRecorder(ctx, findings, keeper)
         kernels = KernelTimes(ctx)
         self._core = [kernels, TraceCapture(ctx, findings, kernels), self._backend, creation,
-                      ExportRecorder(ctx, findings)]
+                      ExportRecorder(ctx, findings), SessionWatch(ctx, findings)]
         if options.py_spy:   # before the rest: it samples the program, not graphdbg's start
             from .record.pyspy import PySpyRecorder, speedscope_path
             self._install(PySpyRecorder(ctx, speedscope_path(os.path.abspath(self.path)),

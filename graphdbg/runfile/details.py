@@ -239,6 +239,9 @@ class DivergenceDetail(Detail):
     fp64_finite: bool | None = None
     made_finite_at: dict | None = None  # {node, op, file, line}
     graphs: list | None = None         # the graphs this cause was found in (one finding per cause)
+    # the Python branch a traced export froze that these inputs take otherwise:
+    # {file, line, code, converted, traced, now} (the program's InferenceSession)
+    branch: dict | None = None
 
     @property
     def other_side(self) -> str:
@@ -337,8 +340,15 @@ class SpecializedDetail(Detail):
     symbol: str | None = None
     reason: str | None = None          # torch's reason for the replacement
     exported: str | None = None        # export | onnx
+    # a tensor converted to a Python value while the TorchScript exporter traced:
+    # {file, line, code, converted, value}
+    branch: dict | None = None
 
     def summary(self) -> str:
+        if self.branch:
+            b = self.branch
+            return (f"the trace converted a tensor to a Python {b.get('converted')} "
+                    f"({b.get('value')}) and froze it; {self.reason}")
         return f"{self.size} = {self.value} (declared {self.declared}; {self.reason})"
 
 

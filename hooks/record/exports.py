@@ -29,6 +29,7 @@ import importlib
 import itertools
 import os
 import operator
+import sys
 import threading
 import time
 import warnings
@@ -52,7 +53,7 @@ from ..placement.modules import node_target
 from ..placement.nodes import node_source
 from ..placement.stack import user_stack
 from ..findings.writer import Findings
-from . import dims
+from . import dims, tsexport
 from .backend import _arg_text, _describe_value
 
 _local = threading.local()
@@ -81,7 +82,7 @@ def _warnings_at(caller: list[Frame]):
             file, line = w.filename, w.lineno
             if site is not None and file == __file__:
                 file, line = site.file, site.line
-            module = os.path.splitext(os.path.basename(file))[0]
+            module = _module_of(file)
             try:
                 warnings.warn_explicit(w.message, w.category, file, line, module=module,
                                        registry=_REGISTRIES.setdefault(file, {}))
@@ -91,6 +92,16 @@ def _warnings_at(caller: list[Frame]):
 
 
 _REGISTRIES: dict[str, dict] = {}   # "once per location" across exports, as warnings keeps it
+
+
+def _module_of(file: str) -> str:
+    """The name of the module whose file ``file`` is, as Python's warnings
+    give it to the filters (``__main__`` for the program's script: torch's
+    ``TracerWarning`` filter ignores modules named ``torch...``)."""
+    for name, mod in list(sys.modules.items()):
+        if getattr(mod, "__file__", None) == file:
+            return name
+    return os.path.splitext(os.path.basename(file))[0]
 
 
 def _model_name(model: Any) -> str:
@@ -280,13 +291,17 @@ class ExportRecorder:
         names = _names(lambda: list(kwargs.get("input_names") or ())
                        or dims.input_names(model, tuple(ex_args)))
         declared = _declared(kwargs.get("dynamic_shapes"), kwargs.get("dynamic_axes"), names)
+        legacy = None if dynamo else tsexport.Legacy(orig, caller)   # hooks/record/tsexport.py
         program, seconds, spec = self._call_export(
-            orig, args, kwargs, caller, names, "onnx-error mapper",
+            legacy or orig, args, kwargs, caller, names, "onnx-error mapper",
             lambda exc, spec: self.findings.onnx_failure(
                 exc, caller, legacy=not dynamo, specialized=spec.seen, declared=declared,
                 sites=spec.sites, names=names))
         if program is None or getattr(program, "exported_program", None) is None:
-            return program   # the TorchScript exporter: its failures only
+            if legacy is not None:   # the TorchScript exporter: its file, its frozen lines
+                legacy.recorded(ctx, self.findings, model, args, kwargs, tuple(ex_args),
+                                ex_kwargs, caller, seconds)
+            return program
         try:
             self._exported("onnx", program, model, tuple(ex_args), ex_kwargs, caller, seconds,
                            spec, declared)
