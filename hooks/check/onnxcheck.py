@@ -96,6 +96,30 @@ class OnnxCheck:
     output_index: int | None
     compared: int                       # FX nodes with an ONNX value
     gm: torch.fx.GraphModule
+    # every node that departs with no departing node before it (independent
+    # mistranslations: logaddexp and argmax in one program), ``first``
+    # among them, each with the worst output it reaches: (diff, index)
+    roots: list[NodeCheck] = field(default_factory=list)
+    reaches: dict[str, tuple[ValueDiff | None, int | None]] = field(default_factory=dict)
+
+
+def _ancestors(node: torch.fx.Node) -> set[str]:
+    seen: set[str] = set()
+    stack = list(node.all_input_nodes)
+    while stack:
+        n = stack.pop()
+        if n.name not in seen:
+            seen.add(n.name)
+            stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _roots(differs: list[NodeCheck], nodes: dict) -> list[NodeCheck]:
+    """The departing nodes that no departing node feeds (precision only where
+    nothing else departs: a precision difference may grow into a real one)."""
+    real = [r for r in differs if r.diff.kind != "precision"] or differs[:1]
+    names = {r.name for r in real}
+    return [r for r in real if not (_ancestors(nodes[r.name]) & names)]
 
 
 def _flat_inputs(program, args: tuple, kwargs: dict) -> list:
@@ -240,8 +264,9 @@ def check(program, args: tuple, kwargs: dict, tol: Tolerance,
     differs = [r for r in rows if r.status == "differs"]
     first = next((r for r in differs if r.diff.kind != "precision"), None) or \
         (differs[0] if differs else None)
-    if first is not None:
-        first.status = "first divergent"
+    roots = _roots(differs, nodes)
+    for r in roots:
+        r.status = "first divergent"
     # the outputs as the ONNX program returns them
     output, index = None, None
     for i, name in enumerate(out_names):
@@ -250,4 +275,16 @@ def check(program, args: tuple, kwargs: dict, tol: Tolerance,
         r = next((r for r in rows if r.name == name), None)
         if r is not None and r.diff is not None and (output is None or r.diff.kind == "miscompile"):
             output, index = r.diff, i
-    return OnnxCheck(rows, first, output, index, sum(r.status != "not compared" for r in rows), gm)
+    reaches = {}
+    for root in roots:   # the worst output each independent departure reaches
+        best: tuple[ValueDiff | None, int | None] = (None, None)
+        for i, name in enumerate(out_names):
+            r = next((r for r in rows if r.name == name), None) if name else None
+            if r is None or r.diff is None or not (name == root.name
+                                                   or root.name in _ancestors(nodes[name])):
+                continue
+            if best[0] is None or r.diff.kind == "miscompile":
+                best = (r.diff, i)
+        reaches[root.name] = best
+    return OnnxCheck(rows, first, output, index, sum(r.status != "not compared" for r in rows), gm,
+                     roots, reaches)

@@ -453,7 +453,10 @@ class ExportFindings:
                     None: "float64 not known"}[d.fp64_finite]
             side, other = ("eager", "ONNX Runtime") if d.side == "eager" else \
                 ("ONNX Runtime", "eager")
-            message = (f"{side} {goes} at {what} ({d.dtype}), {other} stays finite ({fp64})"
+            message = (f"ONNX Runtime ignores the {d.value} that eager and float64 carry at "
+                       f"{what} ({d.dtype}): its result stays finite"
+                       if d.side == "eager" and d.fp64_finite is False else
+                       f"{side} {goes} at {what} ({d.dtype}), {other} stays finite ({fp64})"
                        if d.side != "both" else
                        f"eager and ONNX Runtime each go NaN/Inf where the other is finite at "
                        f"{what} ({fp64})")
@@ -461,6 +464,15 @@ class ExportFindings:
                     f"torch on the same inputs ({on}): a fully masked attention row (torch "
                     f"returns 0 there), a division by 0, an overflow in {d.dtype}. Every "
                     f"earlier node matches.")
+            if d.side == "eager" and d.fp64_finite is False:
+                hint = (f"torch carries the {d.value} of its input through this op on {on}; the "
+                        "ONNX ops translated from it skip it (ONNX Runtime's ReduceMax and "
+                        "ArgMax ignore NaN), so the deployed model hides a NaN the model makes. "
+                        "Every earlier node matches.")
+            elif d.side != "eager" and d.fp64_finite:
+                hint += (" The translation computes in a form that overflows for large |x| "
+                         "where torch's kernel is stable (exp before log: logaddexp, "
+                         "log-sigmoid, log_ndtr).")
         elif kind == "precision":
             message = (f"ONNX Runtime differs from eager at {what} but is as close or closer to "
                        f"float64 ({d.dtype})")
@@ -477,8 +489,11 @@ class ExportFindings:
         self._add(f"divergence|{graph_id}|{node.name if node is not None else None}|{kind}|onnx",
                   kind="divergence", message=message,
                   # NaN/Inf that ONNX Runtime makes and float64 does not: a wrong translation
-                  severity="error" if kind == "nonfinite" and d.side != "eager"
-                  and d.fp64_finite is not False else _SEVERITY.get(kind, "error"),
+                  # ... or drops the NaN/Inf that torch and float64 both make (max ignoring NaN)
+                  severity="error" if kind == "nonfinite" and (
+                      (d.side != "eager" and d.fp64_finite is not False)
+                      or (d.side == "eager" and d.fp64_finite is False))
+                  else _SEVERITY.get(kind, "error"),
                   hint=hint, user_frame=user_id, stack=stack, graph_id=graph_id,
                   node=node.name if node is not None else None, op=target,
                   detail=DivergenceDetail.of(
@@ -521,6 +536,13 @@ class ExportFindings:
                     "Export traced the forward once and fixed the Python control flow it took then "
                     "(a branch on a flag, a size or a Python value). Use torch.cond for a branch "
                     "that depends on the inputs, or export again after changing the flag.")
+        elif found.how == "branch":
+            message = (f"the ONNX program ({via}) takes the branch traced at export at {line}; "
+                       "eager takes the other one")
+            hint = (f"On {on}, the condition at {line} is not what it was on the export's example "
+                    "inputs: the exported program asserted it at run time, the ONNX program "
+                    "dropped the assertion and computes the traced branch. Export both branches "
+                    "with torch.cond.")
         elif found.how == "values":
             message = f"the exported program ({via}) diverges from eager at {line}"
             hint = (f"Same ops, other values on {on}: a Python number or attribute the forward "
@@ -544,3 +566,57 @@ class ExportFindings:
                       eager_vs_fp64=d.eager_vs_fp64, compiled_vs_fp64=d.compiled_vs_fp64,
                       dtype=d.dtype, output_max_abs=finite_or_none(found.output.max_abs),
                       output_max_rel=finite_or_none(found.output.max_rel)))
+
+    # -- draft_export: what it assumed, what an ONNX program made from it dropped -----------
+    def _at(self, frames, graph_id: int) -> tuple[int | None, int | None]:
+        if frames:
+            return self.writer.frame_id(*frames[-1]), self.writer.stack_id(list(frames))
+        return self._graph_site(graph_id)
+
+    def draft_assumption(self, graph_id: int, a: dict) -> None:
+        """A data-dependent decision `torch.export.draft_export` made on its
+        example inputs (its report's), at the line that made it."""
+        frames = a.get("frames") or []
+        user_id, stack = self._at(frames, graph_id)
+        cond = a.get("condition") or a["expr"]
+        result = a.get("result")
+        other = {"True": "False", "False": "True"}.get(result, "otherwise")
+        self._add(f"draft_assumed|{graph_id}|{a['expr']}|{frames[-1] if frames else None}",
+                  kind="export_specialized", severity="warning",
+                  message=f"draft_export assumed {cond} is {result} here (the trace's branch); "
+                          "the exported program asserts it at run time",
+                  hint=f"draft_export could not decide {a['expr']} (it depends on the input's "
+                       f"values) and traced the branch the example inputs take. Inputs for which "
+                       f"{cond} is {other} fail the exported program's assertion; an ONNX "
+                       "program converted from it has no assertion and gives them this branch's "
+                       "result. Export both branches with torch.cond, or, if it always holds, "
+                       f"say so with torch._check({cond}).",
+                  user_frame=user_id, stack=stack, graph_id=graph_id,
+                  detail=SpecializedDetail.of(size=cond, value=result, declared="draft_export",
+                                              symbol=a["expr"], reason=f"assumed {a['expr']} is "
+                                              f"{result} (data-dependent)", exported="export"))
+
+    def onnx_dropped_assert(self, graph_id: int, a: dict, assumed: list[dict]) -> None:
+        """A runtime assertion of the exported program that its ONNX program
+        lacks, at the line it guards."""
+        frames = a.get("frames") or []
+        user_id, stack = self._at(frames, graph_id)
+        cond = a.get("condition") or ", ".join(a["exprs"]) or "a condition"
+        site = frames[-1] if frames else None
+        result = next((x.get("result") for x in assumed if x.get("frames") and site
+                       and tuple(x["frames"][-1])[:2] == tuple(site)[:2]), None)
+        what = f"not ({cond})" if result == "False" else cond
+        where = f" ({os.path.basename(site.file)}:{site.line})" if site else ""
+        self._add(f"dropped_assert|{graph_id}|{site}", kind="export_specialized",
+                  severity="warning",
+                  message=f"the exported program asserts {what}{where}; the ONNX program dropped "
+                          "it: inputs taking the other branch get the traced branch's result",
+                  hint=f"torch.onnx.export translates no runtime assertion ({', '.join(a['exprs'])}"
+                       "): ONNX Runtime runs the branch the export traced whatever the inputs, "
+                       "and nothing fails. graphdbg checks the ONNX program's runs against the "
+                       "model's eager forward; export both branches with torch.cond to keep them.",
+                  user_frame=user_id, stack=stack, graph_id=graph_id,
+                  detail=SpecializedDetail.of(size=cond, value=result, declared="draft_export",
+                                              symbol=", ".join(a["exprs"]) or None,
+                                              reason="runtime assertion dropped by the ONNX "
+                                                     "export", exported="onnx"))

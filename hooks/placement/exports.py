@@ -113,3 +113,18 @@ def strategies(exc: BaseException) -> list[tuple[str, BaseException | None]]:
             found = results
         tb = tb.tb_next
     return [(str(r.strategy), getattr(r, "exception", None)) for r in found]
+
+
+def report_frames(report, data: dict) -> list[Frame]:
+    """The user's frames, outermost first, of a `torch.export.draft_export`
+    report entry (a failure's ``data``): its ``user_stack`` names files by
+    their index in the report's ``str_to_filename``."""
+    names = getattr(report, "str_to_filename", None) or {}
+    frames = []
+    for f in data.get("user_stack") or ():
+        file = names.get(f.get("filename"), f.get("filename"))
+        if not isinstance(file, str) or not f.get("line"):
+            continue
+        file = file if file.startswith("<") else os.path.abspath(file)
+        frames.append(Frame(file, int(f["line"]), str(f.get("name") or "?")))
+    return user_frames(frames)

@@ -53,7 +53,7 @@ from ..placement.modules import node_target
 from ..placement.nodes import node_source
 from ..placement.stack import user_stack
 from ..findings.writer import Findings
-from . import dims, tsexport
+from . import dims, draft, tsexport
 from .backend import _arg_text, _describe_value
 
 _local = threading.local()
@@ -135,12 +135,13 @@ def _declared(dynamic_shapes: Any, dynamic_axes: Any, names: list[str]) -> dict[
 
 
 def _describe(kind: str, obj, declared: dict[str, str], specialized: list[dict], strict: bool,
-              compare: bool) -> tuple[dict, list[dict], str | None]:
+              compare: bool, via: str | None = None) -> tuple[dict, list[dict], str | None]:
     """The ``graphdbg_export`` event's fields (docs/run-file.md), the sizes
     declared dynamic that the export fixed (each with how it was declared),
     and the ONNX runtime that will check it (None: not checked)."""
     meta: dict[str, Any] = {"kind": kind,
-                            "via": "torch.export.export" if kind == "export" else "torch.onnx.export",
+                            "via": via or ("torch.export.export" if kind == "export"
+                                           else "torch.onnx.export"),
                             "strict": strict, "dynamic": declared or None}
     if kind == "onnx":
         meta.update(opset=onnxcheck.opset(obj), onnx_nodes=sum(1 for _ in obj.model.graph),
@@ -175,6 +176,10 @@ class ExportRecorder:
         # exported programs recorded: id -> (graph id, weak model, call counter, tol)
         self._exported_programs: dict[int, tuple] = {}
         self._hooks: list = []   # forward hooks on the modules ep.module() made
+        # ONNX program id -> the exported program it was made from (weakly);
+        # model -> the program draft_export made of it last (both weakly)
+        self._sources: dict[int, weakref.ref] = {}
+        self._drafts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # -- install ------------------------------------------------------------------------
     def install(self) -> None:
@@ -189,6 +194,7 @@ class ExportRecorder:
 
         export._graphdbg_hook = True
         torch.export.export = export
+        self._orig["draft_export"] = draft.install(self)
         orig_module = self._orig["module"] = torch.export.ExportedProgram.module
 
         @functools.wraps(orig_module)
@@ -239,8 +245,11 @@ class ExportRecorder:
             handle.remove()
         self._hooks = []
         self._exported_programs = {}
+        self._sources = {}
+        self._drafts = weakref.WeakKeyDictionary()
         if "export" in self._orig:
             torch.export.export = self._orig["export"]
+        draft.uninstall(self._orig.get("draft_export"))
         if "module" in self._orig:
             torch.export.ExportedProgram.module = self._orig["module"]
         if "onnx" in self._orig:
@@ -252,7 +261,7 @@ class ExportRecorder:
         self._programs = {}
 
     # -- torch.export.export -----------------------------------------------------------
-    def _export(self, orig, args: tuple, kwargs: dict):
+    def _export(self, orig, args: tuple, kwargs: dict, via: str = "torch.export.export"):
         ctx = self.ctx
         if not ctx.active or getattr(_local, "busy", False):
             return orig(*args, **kwargs)   # inside another export (torch.onnx.export, a nested session)
@@ -271,7 +280,7 @@ class ExportRecorder:
             ex_kwargs = (args[2] if len(args) > 2 else kwargs.get("kwargs")) or {}
             self._exported(
                 "export", ep, model, tuple(ex_args) if isinstance(ex_args, (list, tuple)) else (ex_args,),
-                ex_kwargs, caller, seconds, spec, declared, strict=strict)
+                ex_kwargs, caller, seconds, spec, declared, strict=strict, via=via)
         except Exception as exc:
             ctx.internal_error("export recorder", exc)
         return ep
@@ -302,9 +311,15 @@ class ExportRecorder:
                 legacy.recorded(ctx, self.findings, model, args, kwargs, tuple(ex_args),
                                 ex_kwargs, caller, seconds)
             return program
+        # an exported program recorded here (checked against its model), or
+        # a model draft-exported here (its assertions are the ONNX program's)
+        source = model if isinstance(model, torch.export.ExportedProgram) else None
+        if source is None and isinstance(model, torch.nn.Module) and model in self._drafts:
+            source = self._drafts[model]()
+        entry = self._exported_programs.get(id(source)) if source is not None else None
         try:
             self._exported("onnx", program, model, tuple(ex_args), ex_kwargs, caller, seconds,
-                           spec, declared)
+                           spec, declared, model_ref=entry[1] if entry else None, source=source)
         except Exception as exc:
             ctx.internal_error("onnx export recorder", exc)
         return program
@@ -336,13 +351,16 @@ class ExportRecorder:
     # -- a successful export -------------------------------------------------------------
     def _exported(self, kind: str, obj, model, args: tuple, kwargs: dict, caller: list[Frame],
                   seconds: float, spec: dims.Specializations, declared: dict[str, str],
-                  strict: bool = False) -> None:
-        """A successful export: its graph, what it is, its findings, its checks."""
+                  strict: bool = False, via: str | None = None, model_ref=None,
+                  source=None) -> None:
+        """A successful export: its graph, what it is, its findings, its checks.
+        ``model_ref``: the model of the exported program ``source`` an ONNX
+        program was converted from (checked against it)."""
         ctx = self.ctx
         ep = obj if kind == "export" else obj.exported_program
-        gid = self._record_graph(kind, ep, model, caller, seconds)
+        gid = self._record_graph(kind, ep, model, caller, seconds, via)
         meta, fixed, runtime = _describe(kind, obj, declared, spec.seen, strict,
-                                         ctx.options.compare)
+                                         ctx.options.compare, via)
         ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_export",
                                 compile_id=None,
                                 metadata=dumps({"graphdbg_export": {"graph_id": gid, **meta}}),
@@ -352,6 +370,17 @@ class ExportRecorder:
         if kind == "onnx":   # a range the code narrows, which the ONNX program does not check
             for n in dims.narrowed(ep, spec.sites, declared):
                 self.findings.export_narrowed(gid, n, caller)
+            assumed = draft.assumptions(source if source is not None else ep)
+            for a in draft.dropped(obj, source):   # runtime assertions the ONNX graph lacks
+                self.findings.onnx_dropped_assert(gid, a, assumed)
+            if source is not None:
+                self._sources[id(obj)] = weakref.ref(source)
+                weakref.finalize(obj, self._sources.pop, id(obj), None)
+        if kind == "export" and via == "torch.export.draft_export":
+            for a in draft.assumptions(obj):
+                self.findings.draft_assumption(gid, a)
+            if isinstance(model, torch.nn.Module):
+                self._drafts[model] = weakref.ref(obj)
         if meta.get("not_checked"):
             self.findings.onnx_not_checked(gid, meta["not_checked"])
         if not ctx.options.compare:
@@ -362,7 +391,8 @@ class ExportRecorder:
             self.findings.check_skipped(gid, need, limit, what)
             return
         tol = Tolerance(ctx.options.rtol, ctx.options.atol)
-        model_ref = weakref.ref(model) if isinstance(model, torch.nn.Module) else None
+        if model_ref is None:
+            model_ref = weakref.ref(model) if isinstance(model, torch.nn.Module) else None
         with ctx.own_work():
             self._check(kind, obj, ep, model_ref, gid, args, kwargs, tol, 0, runtime)
         # later calls: ep.module()'s modules, the ONNX program's runs (weakly: the
@@ -378,7 +408,8 @@ class ExportRecorder:
             self._programs[id(obj)] = (gid, model_ref, itertools.count(), tol, runtime, shape)
             weakref.finalize(obj, self._programs.pop, id(obj), None)
 
-    def _record_graph(self, kind: str, ep, model, caller: list[Frame], seconds: float) -> int:
+    def _record_graph(self, kind: str, ep, model, caller: list[Frame], seconds: float,
+                      via: str | None = None) -> int:
         """The exported program's graph and its nodes (user lines from their
         ``stack_trace``), at the user's export call: its graph id."""
         ctx, w = self.ctx, self.ctx.writer
@@ -387,6 +418,8 @@ class ExportRecorder:
         graph.backend = "torch.export" if kind == "export" else "onnx"
         graph.code_name = f"{_model_name(model)} (" + \
             ("torch.export" if kind == "export" else "torch.onnx.export") + ")"
+        if via == "torch.export.draft_export":
+            graph.code_name = f"{_model_name(model)} (torch.export.draft_export)"
         n_ops = 0
         for idx, node in enumerate(gm.graph.nodes):
             if node.op in ("call_function", "call_method", "call_module"):
@@ -430,6 +463,15 @@ class ExportRecorder:
                     finally:
                         _local.busy = False
                 found = exported.check(model, ep, gm, args, kwargs, tol, rng, values)
+                src = self._sources.get(id(obj)) if kind == "onnx" and found else None
+                if src is not None and src() is not None:
+                    _local.busy = True
+                    try:   # the branch the export traced, which these inputs do not take
+                        failing = draft.failing(src(), args, kwargs)
+                    finally:
+                        _local.busy = False
+                    if failing:
+                        found = draft.at_branch(found, failing[0])
                 if found is not None:
                     self.findings.export_divergence(gid, kind, call_idx, found)
                     return  # the exported program already differs from eager
@@ -447,16 +489,17 @@ class ExportRecorder:
         finally:
             _local.busy = False
         self._node_values(gid, call_idx, result)
-        if result.first is not None:
-            node = next((n for n in ep.graph.nodes if n.name == result.first.name), None) \
-                or next((n for n in result.gm.graph.nodes if n.name == result.first.name), None)
-            if result.first.diff.kind == "random" and node is not None \
+        for root in result.roots or ([result.first] if result.first is not None else []):
+            # each independent departure at its own node and line
+            node = next((n for n in ep.graph.nodes if n.name == root.name), None) \
+                or next((n for n in result.gm.graph.nodes if n.name == root.name), None)
+            if root.diff.kind == "random" and node is not None \
                     and node.target is operator.getitem:
                 node = node.args[0]   # native_dropout, not its (output, mask)'s element
             ops = onnxcheck.onnx_ops(obj).get(node.name if node is not None else "") or []
-            self.findings.onnx_divergence(gid, call_idx, node, result.first.diff, ops,
-                                          onnxcheck.opset(obj), runtime, result.output,
-                                          result.output_index)
+            output, index = result.reaches.get(root.name) or (result.output, result.output_index)
+            self.findings.onnx_divergence(gid, call_idx, node, root.diff, ops,
+                                          onnxcheck.opset(obj), runtime, output, index)
 
     def _node_values(self, gid: int, call_idx: int, result) -> None:
         tier = self.ctx.options.values
