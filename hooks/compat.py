@@ -123,6 +123,18 @@ def skip_dynamo(fn: Callable) -> Callable:
     return fn
 
 
+def interned_filenames() -> dict[int, str]:
+    """index -> file name of torch's structured-trace intern table
+    (torch._logging.structured.INTERN_TABLE). A draft_export report's
+    ``str_to_filename`` holds only the names interned during the export: a
+    file interned before (by an earlier torch.compile) is named here only."""
+    try:
+        from torch._logging import structured
+        return {i: name for name, i in getattr(structured, "INTERN_TABLE", {}).items()}
+    except Exception:
+        return {}
+
+
 def is_restart(exc: BaseException) -> bool:
     """Whether ``exc`` is Dynamo's own signal to trace the frame again
     (``RestartAnalysis`` and its kinds: a backend that finds a scalar it can

@@ -100,3 +100,13 @@ def test_the_programs_results_are_bitwise_those_of_a_plain_run(draft, runs, tmp_
     assert lines == [ln for ln in plain.stdout.splitlines() if ln.startswith(("onnx ", "eager "))]
     # and the ONNX program does answer the other branch wrongly: what graphdbg reported
     assert lines[1].split(" ", 2)[2] != lines[2].split(" ", 2)[2]
+
+
+def test_an_assumption_after_an_earlier_compile_is_still_at_the_if_line(runs):
+    # the report's own file table lacks files torch interned before the export
+    # (by the compile): the assumption fell back to the draft_export call
+    program = SUPPORT / "exports" / "draft_after_compile.py"
+    doc = runs.program(program).ok().doc
+    (a,) = [d for d in doc["diagnostics"] if d["kind"] == "export_specialized"]
+    assert (a["file"], a["line"]) == (str(program), line(program, "BRANCH_LINE"))
+    assert "x.mean() > 0.5" in a["message"]

@@ -22,11 +22,26 @@ from .subgraphs import COMPUTE_OPS
 BUDGET_SHARE = 0.5  # of the memory free when the check would start
 
 
+def _numel(t: torch.Tensor) -> int:
+    """Elements of ``t`` from its sizes' hints. Never ``int()`` of a symbolic
+    size: that guards, and the guard specialises the size in the ShapeEnv the
+    program's graph shares (an exported program then refuses other batch
+    sizes, a dynamic compile loses its dynamism)."""
+    n = 1
+    for d in t.shape:
+        if isinstance(d, torch.SymInt):
+            d = d.node.hint   # None: unbacked, no hint
+            if d is None:
+                return 0
+        n *= int(d)
+    return n
+
+
 def _bytes(value: Any) -> int:
     if isinstance(value, torch.Tensor):
         try:
-            return int(value.numel()) * value.element_size()
-        except Exception:  # symbolic sizes without a hint
+            return _numel(value) * value.element_size()
+        except Exception:  # sizes we cannot read
             return 0
     if isinstance(value, (list, tuple)):
         return sum(_bytes(v) for v in value)

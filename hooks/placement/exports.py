@@ -115,11 +115,12 @@ def strategies(exc: BaseException) -> list[tuple[str, BaseException | None]]:
     return [(str(r.strategy), getattr(r, "exception", None)) for r in found]
 
 
-def report_frames(report, data: dict) -> list[Frame]:
+def report_frames(report, data: dict, interned: dict | None = None) -> list[Frame]:
     """The user's frames, outermost first, of a `torch.export.draft_export`
     report entry (a failure's ``data``): its ``user_stack`` names files by
-    their index in the report's ``str_to_filename``."""
-    names = getattr(report, "str_to_filename", None) or {}
+    their index in the report's ``str_to_filename``, or, for files interned
+    before the export began, in torch's intern table (``interned``)."""
+    names = {**(interned or {}), **(getattr(report, "str_to_filename", None) or {})}
     frames = []
     for f in data.get("user_stack") or ():
         file = names.get(f.get("filename"), f.get("filename"))

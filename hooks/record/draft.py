@@ -34,6 +34,7 @@ import torch.fx
 
 from graphdbg.core.sourcemap import Frame, code_line
 
+from .. import compat
 from ..placement.exports import report_frames
 from ..placement.nodes import node_frames
 
@@ -86,13 +87,14 @@ def assumptions(ep) -> list[dict]:
     """What draft_export assumed: {expr, result, frames, occurrences} for each
     data-dependent decision in its report (none when it has none)."""
     report = getattr(ep, "_report", None)
+    interned = compat.interned_filenames()
     out = []
     for f in getattr(report, "failures", None) or ():
         kind = getattr(getattr(f, "failure_type", None), "name", str(getattr(f, "failure_type", "")))
         data = getattr(f, "data", None) or {}
         if "DATA_DEPENDENT" not in kind or not isinstance(data, dict):
             continue
-        frames = report_frames(report, data)
+        frames = report_frames(report, data, interned)
         out.append({"expr": str(data.get("expr")), "result": str(data.get("result")),
                     "frames": frames, "condition": condition(frames[-1] if frames else None),
                     "occurrences": data.get("occurrences")})
