@@ -53,7 +53,7 @@ from ..placement.modules import node_target
 from ..placement.nodes import node_source
 from ..placement.stack import user_stack
 from ..findings.writer import Findings
-from . import dims, draft, tsexport
+from . import dims, draft, dynfile, tsexport
 from .backend import _arg_text, _describe_value
 
 _local = threading.local()
@@ -239,6 +239,7 @@ class ExportRecorder:
 
         __call__._graphdbg_hook = True
         ONNXProgram.__call__ = __call__
+        self._orig["onnx_save"] = dynfile.install(self)   # the file a session opens
 
     def uninstall(self) -> None:
         for handle in self._hooks:
@@ -257,6 +258,7 @@ class ExportRecorder:
         if "onnx_call" in self._orig:
             from torch.onnx import ONNXProgram
             ONNXProgram.__call__ = self._orig["onnx_call"]
+        dynfile.uninstall(self._orig.get("onnx_save"))
         self._orig = {}
         self._programs = {}
 
@@ -320,6 +322,10 @@ class ExportRecorder:
         try:
             self._exported("onnx", program, model, tuple(ex_args), ex_kwargs, caller, seconds,
                            spec, declared, model_ref=entry[1] if entry else None, source=source)
+        except Exception as exc:
+            ctx.internal_error("onnx export recorder", exc)
+        try:   # the file it wrote, which the program's InferenceSession may open
+            dynfile.written(self, program, args[2] if len(args) > 2 else kwargs.get("f"))
         except Exception as exc:
             ctx.internal_error("onnx export recorder", exc)
         return program
@@ -449,7 +455,8 @@ class ExportRecorder:
         return graph.id
 
     def _check(self, kind: str, obj, ep, model_ref, gid: int, args: tuple, kwargs: dict,
-               tol: Tolerance, call_idx: int, runtime: str | None, gm=None) -> None:
+               tol: Tolerance, call_idx: int, runtime: str | None, gm=None) -> bool:
+        """Checks one call; True when it wrote a divergence."""
         ctx = self.ctx
         rng = rng_state()
         model = model_ref() if model_ref is not None else None
@@ -474,22 +481,23 @@ class ExportRecorder:
                         found = draft.at_branch(found, failing[0])
                 if found is not None:
                     self.findings.export_divergence(gid, kind, call_idx, found)
-                    return  # the exported program already differs from eager
+                    return True  # the exported program already differs from eager
             except Exception as exc:
                 ctx.internal_error(f"export check of graph {gid}", exc)
         if kind != "onnx" or runtime is None:
-            return
+            return False
         try:
             _local.busy = True
             with preserved_rng():
                 result = onnxcheck.check(obj, args, kwargs, tol, rng, gm, values)
         except Exception as exc:
             ctx.internal_error(f"ONNX check of graph {gid}", exc)
-            return
+            return False
         finally:
             _local.busy = False
         self._node_values(gid, call_idx, result)
-        for root in result.roots or ([result.first] if result.first is not None else []):
+        roots = result.roots or ([result.first] if result.first is not None else [])
+        for root in roots:
             # each independent departure at its own node and line
             node = next((n for n in ep.graph.nodes if n.name == root.name), None) \
                 or next((n for n in result.gm.graph.nodes if n.name == root.name), None)
@@ -500,6 +508,7 @@ class ExportRecorder:
             output, index = result.reaches.get(root.name) or (result.output, result.output_index)
             self.findings.onnx_divergence(gid, call_idx, node, root.diff, ops,
                                           onnxcheck.opset(obj), runtime, output, index)
+        return bool(roots)
 
     def _node_values(self, gid: int, call_idx: int, result) -> None:
         tier = self.ctx.options.values

@@ -1,7 +1,9 @@
 """The program's own ONNX Runtime session on a file it exported in this run.
 
-Once the program has exported an ONNX file with the TorchScript exporter
-(hooks/record/tsexport.py), `SessionWatch` wraps
+Once the program has exported an ONNX file, with the TorchScript exporter
+(hooks/record/tsexport.py) or the default one (the path given to
+``torch.onnx.export``, or to ``ONNXProgram.save``: hooks/record/dynfile.py),
+`SessionWatch` wraps
 ``onnxruntime.InferenceSession.__init__`` and ``.run`` (the class's
 attributes, put back when the session stops; no session is touched). A
 session created on that file (its realpath, unchanged since the export; or
@@ -12,10 +14,12 @@ ONNX graph's input names, against the outputs the session returned to the
 program, by graphdbg's judge (hooks/check/numerics.py). The program gets
 the session's outputs as they were: the check runs after, beside them.
 
-A mismatch where a line the trace froze (a tensor converted to a Python
-value) converts otherwise on these inputs is found at that line, naming the
-branch; any other mismatch at the program's ``run`` line
-(hooks/findings/frozen.py).
+A mismatch on a dynamo export's file is localised as an ONNX program's call
+is (node by node, hooks/check/onnxcheck.py): found at the user's line of the
+first FX node that departs. Otherwise a mismatch where a line the trace froze
+(a tensor converted to a Python value) converts otherwise on these inputs is
+found at that line, naming the branch; any other mismatch at the program's
+``run`` line (hooks/findings/frozen.py).
 """
 
 from __future__ import annotations
@@ -122,7 +126,9 @@ class SessionWatch:
                              and f.stat == (st.st_size, st.st_mtime_ns)), None)
         elif isinstance(source, (bytes, bytearray, memoryview)):
             digest = hashlib.sha256(source).hexdigest()
-            exported = next((f for f in reversed(self.files) if f.digest == digest), None)
+            exported = next((f for f in reversed(self.files) if f.digest == digest
+                             or _same_bytes(f, digest, len(memoryview(source).cast("B")))),
+                            None)
         if exported is None:
             return
         key = id(session)
@@ -134,14 +140,15 @@ class SessionWatch:
         first), checked while there are ``--compare-first``."""
         exported, count, _ = entry
         count[0] += 1
-        call_idx = count[0]
+        # a dynamo export's runs share its ONNX program's numbering (0: the example inputs)
+        call_idx = next(exported.counter) + 1 if exported.counter is not None else count[0]
         ctx = self.ctx
         outputs = [{"shape": list(getattr(v, "shape", ()) or ()),
                     "dtype": str(getattr(v, "dtype", "?")), "stats": None}
                    for v in (out if isinstance(out, (list, tuple)) else ())]
         ctx.writer.add(CallRow(seq=ctx.next_seq(), graph_id=exported.graph_id, call_idx=call_idx,
                                wall_ns=ns, outputs=dumps(outputs)))
-        if not ctx.options.compare or call_idx > ctx.options.compare_first:
+        if not ctx.options.compare or count[0] > ctx.options.compare_first:
             return
         model = exported.model() if exported.model is not None else None
         if model is None:
@@ -152,12 +159,12 @@ class SessionWatch:
             return
         if sum(v is _TENSOR for v in exported.leaves) != len(exported.inputs):
             return   # inputs the export dropped or flattened otherwise: not mapped
-        given = iter([_tensor(feed[n]) for n in exported.inputs])
-        ex_args, ex_kwargs = _pytree.tree_unflatten(
-            [next(given) if v is _TENSOR else v for v in exported.leaves], exported.spec)
         names = list(output_names) if output_names else list(exported.outputs)
         run_site = user_stack()
-        with ctx.own_work():
+        with ctx.own_work():   # the inputs' copies are graphdbg's ops, not the program's
+            given = iter([_tensor(feed[n]) for n in exported.inputs])
+            ex_args, ex_kwargs = _pytree.tree_unflatten(
+                [next(given) if v is _TENSOR else v for v in exported.leaves], exported.spec)
             self._check(exported, model, ex_args, ex_kwargs, names, out, call_idx, run_site)
 
     def _check(self, exported: ExportedFile, model, args: tuple, kwargs: dict, names: list[str],
@@ -184,6 +191,8 @@ class SessionWatch:
                 worst = (d, exported.outputs.index(name), name)
         if worst is None:
             return
+        if exported.localise is not None and exported.localise(args, kwargs, call_idx):
+            return   # found at the first FX node that departs, at its line
         now = conv.values_at()
         branch = None
         for c in conv.seen:   # the first frozen line converted otherwise
@@ -199,6 +208,17 @@ class SessionWatch:
         d, index, name = worst
         frozen.session_divergence(self.findings, exported.graph_id, call_idx, d, index, name,
                                   exported.runtime, run_site, branch, [])
+
+
+def _same_bytes(f: ExportedFile, digest: str, size: int) -> bool:
+    """The file ``f`` was written to holds these bytes (read, when the size matches)."""
+    if f.path is None or f.stat is None or f.stat[0] != size:
+        return False
+    try:
+        with open(f.path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest() == digest
+    except OSError:
+        return False
 
 
 class _flags:

@@ -165,8 +165,9 @@ def _target(args: tuple, kwargs: dict):
 
 @dataclass
 class ExportedFile:
-    """An ONNX file the TorchScript exporter wrote in this run: what the
-    program's InferenceSession on it is checked against."""
+    """An ONNX file exported in this run (the TorchScript exporter's, or a
+    dynamo=True export's): what the program's InferenceSession on it is
+    checked against."""
     graph_id: int
     model: Any                         # weakref to the nn.Module (None: not a module)
     path: str | None                   # realpath
@@ -180,6 +181,11 @@ class ExportedFile:
     frozen: dict                       # {(file, line): (kind, [values at export])}
     tol: Tolerance
     runtime: str | None
+    # a dynamo=True export's file (hooks/record/dynfile.py): a differing run
+    # localised node by node (True when that named the line), and the ONNX
+    # program's call counter its runs share
+    localise: Any = None
+    counter: Any = None
 
 
 _TENSOR = object()
