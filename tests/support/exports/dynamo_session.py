@@ -3,7 +3,8 @@ the program's own ONNX Runtime session on it (tests/test_export_session.py):
 a model whose logaddexp the exporter translates in a form that overflows for
 large |x| (exported on small inputs, where it is right), its file written by
 torch.onnx.export itself and by ONNXProgram.save, each run by an
-InferenceSession on small and on large inputs; then a clean MLP run the same
+InferenceSession on small and on large inputs (the saved one also from its
+bytes); then a clean MLP run the same
 way. Run from its own folder: it writes its .onnx files there and prints the
 outputs."""
 
@@ -52,6 +53,11 @@ for name in ("written.onnx", "saved.onnx"):
     feeds = [i.name for i in session.get_inputs()]
     show(f"{name} small", session.run(None, {feeds[0]: low, feeds[1]: low * 0.5})[0])  # MARK RUN_SMALL
     show(f"{name} large", session.run(None, {feeds[0]: big_x, feeds[1]: big_y})[0])  # MARK RUN_LARGE
+
+with open("saved.onnx", "rb") as fh:   # the same file, opened from its bytes
+    from_bytes = onnxruntime.InferenceSession(fh.read())
+feeds = [i.name for i in from_bytes.get_inputs()]
+show("bytes large", from_bytes.run(None, {feeds[0]: big_x, feeds[1]: big_y})[0])  # MARK RUN_BYTES
 
 mlp = Mlp().eval()
 torch.onnx.export(mlp, (torch.randn(4, 6),), "mlp.onnx", dynamo=True, verbose=False)  # MARK MLP_EXPORT
