@@ -66,14 +66,18 @@ def specialized_lines(items: list | None) -> list[str]:
     return [f"sizes fixed while it ran: {text}"] if text else []
 
 
+# the export function a graph's name ends with: "Net (torch.onnx.export(dynamo=False))"
+_VIA_SUFFIX = re.compile(r" \(torch\.[^()]*(?:\([^()]*\))?\)$")
+TORCHSCRIPT = "torch.onnx.export(dynamo=False)"
+
+
 def model_name(g: Graph) -> str:
     """An export's model ("Block"), without the "(torch.onnx.export)" its
-    function name ends with (the backend column says it); a compiled
-    graph's function."""
+    function name ends with, whichever export made it (the export line says
+    it); a compiled graph's function."""
     name = g.function or "?"
     if g.export is not None:
-        for suffix in (" (torch.onnx.export)", " (torch.export)"):
-            name = name.removesuffix(suffix)
+        name = _VIA_SUFFIX.sub("", name)
     return name
 
 
@@ -92,8 +96,10 @@ def export_text(g: Graph, checked_calls: list[int] | None = None,
                 divergences: int = 0) -> str | None:
     """What an exported graph is, in one line: what was exported where, with
     what, the ONNX model (opset, nodes), whether ONNX Runtime checked it
-    against eager (``checked_calls``: the calls with per-node values), the
-    sizes declared dynamic and those the export fixed. None for a compiled graph."""
+    against eager and how (``checked_calls``: the calls with per-node values,
+    checked node by node; a TorchScript export's, which has no FX graph: the
+    program's InferenceSession runs, by their outputs), the sizes declared
+    dynamic and those the export fixed. None for a compiled graph."""
     e = g.export
     if e is None:
         return None
@@ -103,15 +109,25 @@ def export_text(g: Graph, checked_calls: list[int] | None = None,
     parts = []
     if g.kind == "onnx":
         head = f"ONNX: graph {g.id} is {model_name(g)} exported by {via} at {where}{took}"
+        traced = via == TORCHSCRIPT   # no FX graph: the nodes are the ONNX file's
+        nodes = e.get("onnx_nodes")
         parts.append(", ".join(p for p in (
             f"opset {e['opset']}" if e.get("opset") is not None else None,
-            f"{_n(e['onnx_nodes'], 'ONNX node')} from {_n(g.n_ops, 'FX op')}"
-            if e.get("onnx_nodes") is not None else None) if p))
+            None if nodes is None else
+            f"{_n(nodes, 'ONNX node')} in the file the trace wrote (no FX graph)" if traced else
+            f"{_n(nodes, 'ONNX node')} from {_n(g.n_ops, 'FX op')}") if p))
         runtime = e.get("runtime")
         if e.get("not_checked"):
             parts.append(f"not checked against eager: {e['not_checked']}")
+        elif runtime and traced:
+            parts.append(
+                f"its {_n(g.calls, 'call')} are the program's InferenceSession runs on its "
+                f"file in {runtime}, checked against the model's eager forward output by output"
+                if g.calls else
+                f"runs in {runtime}; checked only through an InferenceSession the program "
+                "opens on its file (none ran)")
         elif runtime and (checked_calls or divergences):
-            calls = ""
+            calls = ", by its outputs"
             if checked_calls:
                 named = [f"{c} (the example inputs)" if c == 0 else str(c) for c in checked_calls]
                 calls = (f", node by node on call{'s' if len(named) > 1 else ''} "
@@ -121,8 +137,10 @@ def export_text(g: Graph, checked_calls: list[int] | None = None,
             parts.append(f"runs in {runtime}, not checked against eager")
         else:
             parts.append("no ONNX Runtime: not checked against eager")
-        if g.calls:
-            parts.append("its calls ran the ONNX program in ONNX Runtime")
+        if g.calls and not traced:
+            parts.append("its calls ran in ONNX Runtime (the ONNX program's, or an "
+                         "InferenceSession's on its file, whose first runs are checked against "
+                         "the model by their outputs, node by node when they differ)")
     else:
         head = (f"torch.export: graph {g.id} is {model_name(g)} exported by {via} at {where}"
                 f" ({'strict' if e.get('strict') else 'non-strict'}){took}")
