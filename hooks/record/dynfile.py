@@ -32,8 +32,11 @@ from . import tsexport
 from .tsexport import _TENSOR, ExportedFile
 
 
-def install(recorder) -> Any:
-    """Wraps ``ONNXProgram.save``: the original (None when there is none)."""
+def install(recorder, local, marker) -> Any:
+    """Wraps ``ONNXProgram.save``: the original (None when there is none).
+    ``local``: the recorder's thread state (``busy`` inside an export, whose
+    own save is followed by `written` after it); ``marker``: its tensor
+    marker among an export's example inputs."""
     try:
         from torch.onnx import ONNXProgram
     except Exception:
@@ -45,10 +48,9 @@ def install(recorder) -> Any:
     @functools.wraps(orig)
     def save(program, destination, *args, **kwargs):
         result = orig(program, destination, *args, **kwargs)
-        from .exports import _local
-        if recorder.ctx.active and not getattr(_local, "busy", False):
+        if recorder.ctx.active and not getattr(local, "busy", False):
             try:
-                written(recorder, program, destination)
+                written(recorder, program, destination, marker)
             except Exception as exc:
                 recorder.ctx.internal_error("ONNX program save recorder", exc)
         return result
@@ -65,7 +67,7 @@ def uninstall(orig) -> None:
     ONNXProgram.save = orig
 
 
-def written(recorder, program, target) -> None:
+def written(recorder, program, target, marker) -> None:
     """``program`` (recorded by ``recorder``) was written to ``target``: a
     session opened on that file is checked (a target that is not a path,
     or a program not checked, is not followed)."""
@@ -75,7 +77,6 @@ def written(recorder, program, target) -> None:
     watch = tsexport._WATCHES.get(id(recorder.ctx))
     if entry is None or watch is None:
         return
-    from . import exports
     gid, model_ref, counter, tol, runtime, (leaves, spec) = entry
     model = model_ref() if model_ref is not None else None
     if model is None:
@@ -97,7 +98,7 @@ def written(recorder, program, target) -> None:
 
     exported = ExportedFile(
         gid, model_ref, path, (st.st_size, st.st_mtime_ns), None, inputs, outputs,
-        [_TENSOR if v is exports._TENSOR else v for v in leaves], spec,
+        [_TENSOR if v is marker else v for v in leaves], spec,
         [m.training for m in model.modules()] if isinstance(model, torch.nn.Module) else None,
         {}, tol, runtime, localise=localise, counter=counter)
     # the ONNX program is kept for the check while the model lives (the

@@ -239,7 +239,7 @@ class ExportRecorder:
 
         __call__._graphdbg_hook = True
         ONNXProgram.__call__ = __call__
-        self._orig["onnx_save"] = dynfile.install(self)   # the file a session opens
+        self._orig["onnx_save"] = dynfile.install(self, _local, _TENSOR)   # the file a session opens
 
     def uninstall(self) -> None:
         for handle in self._hooks:
@@ -325,7 +325,8 @@ class ExportRecorder:
         except Exception as exc:
             ctx.internal_error("onnx export recorder", exc)
         try:   # the file it wrote, which the program's InferenceSession may open
-            dynfile.written(self, program, args[2] if len(args) > 2 else kwargs.get("f"))
+            dynfile.written(self, program, args[2] if len(args) > 2 else kwargs.get("f"),
+                            _TENSOR)
         except Exception as exc:
             ctx.internal_error("onnx export recorder", exc)
         return program
