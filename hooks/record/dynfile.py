@@ -55,7 +55,6 @@ def install(recorder, local, marker) -> Any:
                 recorder.ctx.internal_error("ONNX program save recorder", exc)
         return result
 
-    save._graphdbg_hook = True
     ONNXProgram.save = save
     return orig
 
