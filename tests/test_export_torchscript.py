@@ -84,12 +84,19 @@ def test_the_tracer_warning_is_a_warning_at_the_if_line(traced):
     assert g["n_nodes"] == 3
 
 
+def _warnings(stderr: str) -> list[str]:
+    """The program's stderr without what a CUDA build's triton prints at exit
+    (nanobind's leak report: object addresses, differing run to run)."""
+    return [ln for ln in stderr.splitlines()
+            if not ln.startswith(("nanobind:", " - leaked", "See https://nanobind"))]
+
+
 def test_the_program_prints_and_writes_the_same_with_and_without_graphdbg(traced, plain):
     assert traced.stdout == plain.stdout
     assert traced.stdout.count("\n") >= 8
     # torch's warnings (the TracerWarning at the if line, the exporter's
     # deprecation at the export calls) as the program gives them without graphdbg
-    assert traced.stderr == plain.stderr
+    assert _warnings(traced.stderr) == _warnings(plain.stderr)
     assert "TracerWarning: Converting a tensor to a Python boolean" in plain.stderr
     for name in ("model.onnx", "cnn.onnx"):
         assert (traced.dir / name).read_bytes() == (plain.dir / name).read_bytes()
