@@ -20,6 +20,7 @@ from graphdbg.core.sourcemap import Frame, code_line
 from graphdbg.runfile.details import DivergenceDetail, SpecializedDetail
 
 from ..check.numerics import finite_or_none
+from ..placement.internal import in_library
 
 _WHAT = {"bool": "a Python bool", "int": "a Python int", "float": "a Python float",
          "index": "a Python index", "number": "a Python number (.item())"}
@@ -56,15 +57,24 @@ def traced_value(findings, graph_id: int, kind: str, value, stack: list[Frame], 
             if kind == "bool" else
             f"the trace fixed {_WHAT.get(kind, kind)} here to {value}; an exported model will "
             "always use that value")
+    # in a library (transformers' mask and attention helpers convert sizes and
+    # flags as they trace): not the program's code to change, and most such
+    # conversions are shapes the inputs keep; info, while the program's own
+    # InferenceSession runs are checked and say it with an error where it matters
+    library = in_library(site.file)
+    fix = ("It is in a library: the ONNX model is right for inputs that take the same branch; "
+           "graphdbg checks the program's InferenceSession runs on the file against the model."
+           if library else "Write the branch as tensor ops (torch.where), or export with "
+           "dynamo=True and torch.cond.")
     findings._add(
         f"traced|{graph_id}|{site.file}:{site.line}", kind="export_specialized",
-        severity="warning", message=f"torch.onnx.export(dynamo=False): {took}",
+        severity="info" if library else "warning",
+        message=f"torch.onnx.export(dynamo=False): {took}",
         reason=message,
         hint=(f"This line converts a tensor to {_WHAT.get(kind, kind)} while the TorchScript "
               "exporter traces the model: the trace records no condition, only the ops that ran "
               f"with the example inputs ({_branch(kind, value)}). Inputs that would take "
-              "another branch get this one's result from the ONNX model, silently. Write the "
-              "branch as tensor ops (torch.where), or export with dynamo=True and torch.cond."),
+              f"another branch get this one's result from the ONNX model, silently. {fix}"),
         user_frame=user_id, stack=stack_id, graph_id=graph_id,
         detail=SpecializedDetail.of(
             reason=f"a tensor converted to {_WHAT.get(kind, kind)} while tracing", exported="onnx",
