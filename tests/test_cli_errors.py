@@ -176,6 +176,8 @@ def test_sigint_mid_run_leaves_readable_run_file(workdir):
     assert doc["eager"]["ops"] > 10
     errs = [d for d in doc["diagnostics"] if d["kind"] == "runtime_error"]
     assert errs and errs[0]["file"] == str(workdir / "loop.py")
+    # the user's own stop: where it was, not an error of the program
+    assert errs[0]["severity"] == "info" and errs[0]["message"].startswith("interrupted here")
 
 
 def test_report_refuses_foreign_and_corrupt_files(workdir):

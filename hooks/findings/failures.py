@@ -48,10 +48,14 @@ class Failures:
         stack = w.stack_id(users)
         user = users[-1] if users else None
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        # Ctrl-C (SIGINT) is the user's own stop, not the program's error: where
+        # it was stopped is worth knowing (a hang), at info level
+        interrupted = isinstance(exc, KeyboardInterrupt)
         self._add(
             f"runtime_error|{user.file if user else '?'}:{user.line if user else 0}|{type(exc).__name__}",
-            kind="runtime_error", severity="error",
-            message=headline(exc),
+            kind="runtime_error", severity="info" if interrupted else "error",
+            message=("interrupted here (KeyboardInterrupt: Ctrl-C or SIGINT)" if interrupted
+                     else headline(exc)),
             reason=text, user_frame=w.frame_id(*user) if user else None, stack=stack,
             detail=RuntimeErrorDetail.of(exception=type(exc).__name__, traceback=_format_tb(exc)))
 
