@@ -572,7 +572,7 @@ def test_a_torch_export_graph_and_an_unchecked_onnx_graph(tmp_path):
         assert "torch.export) is checked against eager by its outputs" in d.empty_message
 
         failed, spec = m.ProblemsModel(run.findings()).findings   # the error first
-        assert m.ProblemsModel.cells(spec)[:3] == ("▲ warning", "specialised size", "m.py:5")
+        assert m.ProblemsModel.cells(spec)[:3] == ("▲ warning", "fixed at export", "m.py:5")
         nums = dict(m.export_numbers(spec.detail))
         assert nums == {"size": "x.size()[0]", "fixed to": "4", "declared": "Dim.AUTO",
                         "symbol": "s77", "reason (torch)": "range_refined_to_singleton",
@@ -726,7 +726,7 @@ def test_the_graphs_of_a_run_with_torch_export_and_onnx_exports(runs):
                              f"export_cases.py:{marker(CASES_PROGRAM, 'FIXES_BATCH')} "
                              f"(declared Dim.AUTO)")
         spec = [f for f in run.findings() if f.kind == "export_specialized"]
-        assert spec and all(m.ProblemsModel.cells(f)[1] == "specialised size" for f in spec)
+        assert spec and all(m.ProblemsModel.cells(f)[1] == "fixed at export" for f in spec)
         src = m.SourceModel(run, run.findings())
         marks = {r.line: r.marks for r in src.load(str(CASES_PROGRAM))}
         assert "X" in marks[marker(CASES_PROGRAM, "FIXES_BATCH")]

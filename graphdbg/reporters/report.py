@@ -58,7 +58,7 @@ def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> 
                         ("compile_error", "compile error"), ("malformed_graph", "malformed graph"),
                         ("divergence", "divergence"), ("nan_inf", "NaN/Inf"),
                         ("runtime_error", "runtime error"), ("check_skipped", "graph not checked"),
-                        ("export_specialized", "specialised size")):
+                        ("export_specialized", "export-fixed value")):
         c = counts.get(kind)
         if c is not None and c.sites:
             n, sites = c.count, c.sites

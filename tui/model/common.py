@@ -17,7 +17,7 @@ ICONS = {"error": "✖", "warning": "▲", "info": "●"}
 KIND_LABELS = {"graph_break": "graph break", "recompile": "recompile",
                "compile_error": "compile error", "malformed_graph": "malformed graph",
                "divergence": "divergence", "nan_inf": "NaN/Inf", "runtime_error": "runtime error",
-               "check_skipped": "not checked", "export_specialized": "specialised size"}
+               "check_skipped": "not checked", "export_specialized": "fixed at export"}
 # letters of the source gutter, one per finding kind
 KIND_MARKS = {"graph_break": "B", "recompile": "R", "compile_error": "C",
               "malformed_graph": "M", "divergence": "D", "nan_inf": "N", "runtime_error": "E",
