@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SUPPORT
+from conftest import SUPPORT, line_of
 
 PROGRAM = SUPPORT / "exports" / "dynamo_session.py"
 
 
 def line(mark: str) -> int:
-    (found,) = [i for i, ln in enumerate(PROGRAM.read_text().splitlines(), 1)
-                if ln.rstrip().endswith(f"# MARK {mark}")]
-    return found
+    return line_of(PROGRAM, mark)
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +82,12 @@ def test_a_clean_models_session_gives_no_finding(traced):
     # the two divergences are the logaddexp files', nothing at the session.run lines
     assert {d["line"] for d in doc["diagnostics"] if d["severity"] in ("warning", "error")} == \
         {line("LOGADDEXP_LINE")}
+
+
+def test_a_session_made_from_an_exported_buffers_bytes_is_checked(traced):
+    """`torch.onnx.export(..., buffer, dynamo=True)`, then
+    `InferenceSession(buffer.getvalue())`: the session is known by the bytes,
+    its run checked (clean: no finding)."""
+    g = export_graph(traced.doc, "MLP_BUFFER")
+    assert g["calls"] == 1
+    assert [d for d in traced.doc["diagnostics"] if d["graph"] == g["id"]] == []

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SUPPORT
+from conftest import SUPPORT, line_of
 
 PROGRAM = SUPPORT / "exports" / "torchscript_branch.py"
 
 
 def line(mark: str) -> int:
-    (found,) = [i for i, ln in enumerate(PROGRAM.read_text().splitlines(), 1)
-                if ln.rstrip().endswith(f"# MARK {mark}")]
-    return found
+    return line_of(PROGRAM, mark)
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,8 @@ def test_a_torchscript_export_said_once_its_file_nodes_and_its_sessions_runs(gra
     assert text == ("ONNX: graph 4 is Net exported by torch.onnx.export(dynamo=False) at "
                     "m.py:13 in 0.50 s: opset 17, 3 ONNX nodes in the file the trace wrote "
                     f"(no FX graph); its 2 calls are the program's InferenceSession runs on its "
-                    f"file in {RT}, checked against the model's eager forward output by output")
+                    f"file in {RT}, checked against the model's eager forward output by output "
+                    "(line by line where they differ)")
     assert text.count("torch.onnx.export") == 1 and "FX op" not in text
 
 

@@ -122,7 +122,8 @@ def export_text(g: Graph, checked_calls: list[int] | None = None,
         elif runtime and traced:
             parts.append(
                 f"its {_n(g.calls, 'call')} are the program's InferenceSession runs on its "
-                f"file in {runtime}, checked against the model's eager forward output by output"
+                f"file in {runtime}, checked against the model's eager forward output by output "
+                "(line by line where they differ)"
                 if g.calls else
                 f"runs in {runtime}; checked only through an InferenceSession the program "
                 "opens on its file (none ran)")

@@ -247,7 +247,7 @@ class DivergenceDetail(Detail):
     def other_side(self) -> str:
         """What eager is set against: compiled code, ONNX Runtime (an ONNX
         export's node by node check) or an exported program."""
-        if self.method == "onnx intermediates":
+        if self.method in ("onnx intermediates", "onnx lines"):
             return "ONNX Runtime"
         return "exported" if self.exported else "compiled"
 

@@ -185,7 +185,7 @@ def _drawn(gm: torch.fx.GraphModule, differing: list[torch.fx.Node], ep_inputs: 
     return ref.drew
 
 
-def _comparable(onnx: Any, eager: Any) -> Any:
+def comparable(onnx: Any, eager: Any) -> Any:
     """ONNX's value as eager's shape and dtype when it is the same data said
     otherwise (a 0-d tensor as [1], int32 for int64), else None."""
     if not (isinstance(onnx, torch.Tensor) and isinstance(eager, torch.Tensor)):
@@ -231,7 +231,7 @@ def check(program, args: tuple, kwargs: dict, tol: Tolerance,
         rows = []
         for n in order:
             eager = values.get(n.name)
-            onnx = _comparable(got.get(n.name), eager)
+            onnx = comparable(got.get(n.name), eager)
             if onnx is None:
                 rows.append(NodeCheck(n.name, "not compared", eager=eager))
                 continue

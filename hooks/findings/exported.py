@@ -24,6 +24,7 @@ from graphdbg.core.sourcemap import Frame, code_line
 from .common import _SEVERITY, _format_tb
 from .exceptions import (data_dependent_symbols, explain_unsupported, headline, last_traced_node,
                          symbol_origins)
+from ..placement.conversions import symbolic_stack
 from ..placement.exports import strategies
 from ..placement.guards import constraint_guards, exception_chain
 from ..placement.modules import node_target
@@ -337,6 +338,10 @@ class ExportFindings:
         user_id = stack = None
         if node is not None:
             user_id, stack, _, _ = node_source(w, node)
+        if user_id is None and legacy:   # the traced op whose translation raised
+            frames = next((f for f in map(symbolic_stack, chain) if f), [])
+            if frames:
+                user_id, stack = w.frame_id(*frames[-1]), w.stack_id(frames)
         if user_id is None:
             frames = []
             for e in chain:
@@ -442,58 +447,11 @@ class ExportFindings:
         what = f"{target} (ONNX {_counted(onnx_ops)})" if target else "an output"
         on = "the export's example inputs" if call_idx == 0 else f"call {call_idx} of the ONNX program"
         kind = d.kind
-        if kind == "random":
-            message = f"ONNX Runtime draws other random numbers than eager at {what}"
-            hint = ("ONNX Runtime has its own random streams: the model was exported with a "
-                    "random op running (dropout in training mode?). Export after model.eval() "
-                    "for inference; nodes after this one were not judged.")
-        elif kind == "nonfinite":
-            goes = "overflows to inf" if d.value == "Inf" else "goes NaN"
-            fp64 = {True: "float64 stays finite there", False: "float64 is NaN/Inf there too",
-                    None: "float64 not known"}[d.fp64_finite]
-            side, other = ("eager", "ONNX Runtime") if d.side == "eager" else \
-                ("ONNX Runtime", "eager")
-            message = (f"ONNX Runtime ignores the {d.value} that eager and float64 carry at "
-                       f"{what} ({d.dtype}): its result stays finite"
-                       if d.side == "eager" and d.fp64_finite is False else
-                       f"{side} {goes} at {what} ({d.dtype}), {other} stays finite ({fp64})"
-                       if d.side != "both" else
-                       f"eager and ONNX Runtime each go NaN/Inf where the other is finite at "
-                       f"{what} ({fp64})")
-            hint = (f"The ONNX ops translated from this node treat an edge case otherwise than "
-                    f"torch on the same inputs ({on}): a fully masked attention row (torch "
-                    f"returns 0 there), a division by 0, an overflow in {d.dtype}. Every "
-                    f"earlier node matches.")
-            if d.side == "eager" and d.fp64_finite is False:
-                hint = (f"torch carries the {d.value} of its input through this op on {on}; the "
-                        "ONNX ops translated from it skip it (ONNX Runtime's ReduceMax and "
-                        "ArgMax ignore NaN), so the deployed model hides a NaN the model makes. "
-                        "Every earlier node matches.")
-            elif d.side != "eager" and d.fp64_finite:
-                hint += (" The translation computes in a form that overflows for large |x| "
-                         "where torch's kernel is stable (exp before log: logaddexp, "
-                         "log-sigmoid, log_ndtr).")
-        elif kind == "precision":
-            message = (f"ONNX Runtime differs from eager at {what} but is as close or closer to "
-                       f"float64 ({d.dtype})")
-            hint = (f"A precision difference, not a wrong translation: ONNX Runtime computes "
-                    f"{d.dtype} ops in {d.dtype} where torch's kernels keep float32 "
-                    "intermediates (or the ONNX op's documented semantics are looser). Compare in "
-                    "float32, or accept it with looser tolerances (--rtol/--atol).")
-        else:
-            message = f"ONNX Runtime diverges from eager at {what}"
-            hint = (f"The ONNX ops translated from this node compute something else than torch "
-                    f"on the same inputs ({on}; every earlier node matches). Check a "
-                    f"custom_translation_table entry for {target}, or the translation in "
-                    f"opset {opset}.")
+        message, hint, severity = onnx_wording(d, what, on, (
+            f"Check a custom_translation_table entry for {target}, or the translation in "
+            f"opset {opset}."))
         self._add(f"divergence|{graph_id}|{node.name if node is not None else None}|{kind}|onnx",
-                  kind="divergence", message=message,
-                  # NaN/Inf that ONNX Runtime makes and float64 does not: a wrong translation
-                  # ... or drops the NaN/Inf that torch and float64 both make (max ignoring NaN)
-                  severity="error" if kind == "nonfinite" and (
-                      (d.side != "eager" and d.fp64_finite is not False)
-                      or (d.side == "eager" and d.fp64_finite is False))
-                  else _SEVERITY.get(kind, "error"),
+                  kind="divergence", message=message, severity=severity,
                   hint=hint, user_frame=user_id, stack=stack, graph_id=graph_id,
                   node=node.name if node is not None else None, op=target,
                   detail=DivergenceDetail.of(
@@ -525,7 +483,8 @@ class ExportFindings:
         via = "torch.onnx.export" if kind == "onnx" else "torch.export"
         line = f"{os.path.basename(found.line[0])}:{found.line[1]}" if found.line else None
         on = "the export's example inputs" if call_idx == 0 else f"call {call_idx}"
-        classification = d.kind if d.kind in ("precision", "shape", "dtype") else "miscompile"
+        classification = d.kind if d.kind in ("precision", "shape", "dtype", "nonfinite") \
+            else "miscompile"
         if found.how == "path":
             eager_at = found.eager_line
             elsewhere = f" at {os.path.basename(eager_at[0])}:{eager_at[1]}" \
@@ -552,7 +511,8 @@ class ExportFindings:
             message = f"the exported program ({via}) diverges from eager at an output"
             hint = f"The outputs differ on {on}; no line of the forward could be told apart."
         self._add(f"divergence|{graph_id}|export|{found.line}", kind="divergence",
-                  severity=_SEVERITY.get(classification, "error"), message=message, hint=hint,
+                  severity="error" if classification == "nonfinite"
+                  else _SEVERITY.get(classification, "error"), message=message, hint=hint,
                   user_frame=user_id, stack=stack, graph_id=graph_id,
                   node=node.name if node is not None else None,
                   op=node_target(node) if node is not None else None,
@@ -620,3 +580,59 @@ class ExportFindings:
                                               symbol=", ".join(a["exprs"]) or None,
                                               reason="runtime assertion dropped by the ONNX "
                                                      "export", exported="onnx"))
+
+
+def onnx_wording(d, what: str, on: str, check: str, unit: str = "node") -> tuple[str, str, str]:
+    """(message, hint, severity) of ONNX Runtime departing from eager at
+    ``what`` (an op and its ONNX ops, or a line) on ``on`` (which call);
+    ``check``: what to look at when it is a wrong translation; ``unit``:
+    what ``what`` is (node | line)."""
+    kind = d.kind
+    if kind == "random":
+        message = f"ONNX Runtime draws other random numbers than eager at {what}"
+        hint = ("ONNX Runtime has its own random streams: the model was exported with a "
+                "random op running (dropout in training mode?). Export after model.eval() "
+                "for inference; nodes after this one were not judged.")
+    elif kind == "nonfinite":
+        goes = "overflows to inf" if d.value == "Inf" else "goes NaN"
+        fp64 = {True: "float64 stays finite there", False: "float64 is NaN/Inf there too",
+                None: "float64 not known"}[d.fp64_finite]
+        side, other = ("eager", "ONNX Runtime") if d.side == "eager" else \
+            ("ONNX Runtime", "eager")
+        message = (f"ONNX Runtime ignores the {d.value} that eager and float64 carry at "
+                   f"{what} ({d.dtype}): its result stays finite"
+                   if d.side == "eager" and d.fp64_finite is False else
+                   f"{side} {goes} at {what} ({d.dtype}), {other} stays finite ({fp64})"
+                   if d.side != "both" else
+                   f"eager and ONNX Runtime each go NaN/Inf where the other is finite at "
+                   f"{what} ({fp64})")
+        hint = (f"The ONNX ops translated from this {unit} treat an edge case otherwise than "
+                f"torch on the same inputs ({on}): a fully masked attention row (torch "
+                f"returns 0 there), a division by 0, an overflow in {d.dtype}. Every "
+                f"earlier {unit} matches.")
+        if d.side == "eager" and d.fp64_finite is False:
+            hint = (f"torch carries the {d.value} of its input through this {unit} on {on}; the "
+                    "ONNX ops translated from it skip it (ONNX Runtime's ReduceMax and "
+                    "ArgMax ignore NaN), so the deployed model hides a NaN the model makes. "
+                    f"Every earlier {unit} matches.")
+        elif d.side != "eager" and d.fp64_finite:
+            hint += (" The translation computes in a form that overflows for large |x| "
+                     "where torch's kernel is stable (exp before log: logaddexp, "
+                     "log-sigmoid, log_ndtr).")
+    elif kind == "precision":
+        message = (f"ONNX Runtime differs from eager at {what} but is as close or closer to "
+                   f"float64 ({d.dtype})")
+        hint = (f"A precision difference, not a wrong translation: ONNX Runtime computes "
+                f"{d.dtype} ops in {d.dtype} where torch's kernels keep float32 "
+                "intermediates (or the ONNX op's documented semantics are looser). Compare in "
+                "float32, or accept it with looser tolerances (--rtol/--atol).")
+    else:
+        message = f"ONNX Runtime diverges from eager at {what}"
+        hint = (f"The ONNX ops translated from this {unit} compute something else than torch "
+                f"on the same inputs ({on}; every earlier {unit} matches). {check}")
+    # NaN/Inf that ONNX Runtime makes and float64 does not: a wrong translation
+    # ... or drops the NaN/Inf that torch and float64 both make (max ignoring NaN)
+    severity = "error" if kind == "nonfinite" and (
+        (d.side != "eager" and d.fp64_finite is not False)
+        or (d.side == "eager" and d.fp64_finite is False)) else _SEVERITY.get(kind, "error")
+    return message, hint, severity

@@ -6,7 +6,9 @@ program's own ONNX Runtime session on its file (hooks/record/ortsession.py):
   (a warning at the converting line);
 - the session's outputs differ from the model's on the same inputs: at the
   ``if`` line the trace froze when these inputs take the other branch (an
-  error), else at the program's ``session.run`` line.
+  error); else at the first line of the model that ONNX Runtime computes
+  otherwise (hooks/check/tsonnx.py); else at the program's ``session.run``
+  line.
 
 Plain functions over `Findings` (hooks/findings/writer.py): they write
 through its ``_add`` and place with the stacks the placement layer took.
@@ -20,6 +22,7 @@ from graphdbg.core.sourcemap import Frame, code_line
 from graphdbg.runfile.details import DivergenceDetail, SpecializedDetail
 
 from ..check.numerics import finite_or_none
+from .exported import _counted, onnx_wording
 from ..placement.internal import in_library
 
 _WHAT = {"bool": "a Python bool", "int": "a Python int", "float": "a Python float",
@@ -138,3 +141,30 @@ def session_divergence(findings, graph_id: int, call_idx: int, d, output: int | 
                         "a model changed since the export."),
                   user_frame=user_id, stack=stack_id, graph_id=graph_id,
                   detail=DivergenceDetail.of(**common, method="outputs"))
+
+
+def session_line(findings, graph_id: int, call_idx: int, found, out, output: int | None,
+                 output_name: str | None, runtime: str | None) -> None:
+    """The program's InferenceSession differs from the model, first at the
+    line ``found`` (a `tsonnx.LineCheck`) names; ``out``: the output's diff."""
+    d, site = found.diff, found.stack[-1]
+    user_id, stack_id = _stack(findings, found.stack, [])
+    ops = _counted(found.onnx_ops)
+    what = f"{os.path.basename(site.file)}:{site.line} (ONNX {ops})"
+    on = f"call {call_idx} of the program's InferenceSession"
+    message, hint, severity = onnx_wording(
+        d, what, on, "The TorchScript exporter's symbolic for an op on this line computes "
+        "otherwise; try dynamo=True, or check the translation in this opset.", unit="line")
+    findings._add(f"divergence|{graph_id}|session-line|{site.file}:{site.line}|{d.kind}",
+                  kind="divergence", severity=severity, message=message, hint=hint,
+                  user_frame=user_id, stack=stack_id, graph_id=graph_id,
+                  detail=DivergenceDetail.of(
+                      classification=d.kind, call=call_idx, direction="forward", output=output,
+                      stage=f"{runtime or 'onnxruntime'} (the program's InferenceSession)",
+                      method="onnx lines", exported="onnx", onnx_ops=found.onnx_ops[:20],
+                      max_abs=finite_or_none(d.max_abs), max_rel=finite_or_none(d.max_rel),
+                      eager_vs_fp64=d.eager_vs_fp64, compiled_vs_fp64=d.compiled_vs_fp64,
+                      dtype=d.dtype, output_max_abs=finite_or_none(out.max_abs),
+                      output_max_rel=finite_or_none(out.max_rel),
+                      **(dict(nonfinite_side=d.side, nonfinite_value=d.value,
+                              fp64_finite=d.fp64_finite) if d.kind == "nonfinite" else {})))

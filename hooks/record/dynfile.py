@@ -22,6 +22,7 @@ for its size and time, never written.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import weakref
 from typing import Any
@@ -67,10 +68,11 @@ def uninstall(orig) -> None:
 
 
 def written(recorder, program, target, marker) -> None:
-    """``program`` (recorded by ``recorder``) was written to ``target``: a
-    session opened on that file is checked (a target that is not a path,
-    or a program not checked, is not followed)."""
-    if not isinstance(target, (str, os.PathLike)):
+    """``program`` (recorded by ``recorder``) was written to ``target`` (a
+    path, or a buffer: a session made from its bytes): a session opened on it
+    is checked (another target, or a program not checked, is not followed)."""
+    getvalue = getattr(target, "getvalue", None)
+    if not isinstance(target, (str, os.PathLike)) and getvalue is None:
         return
     entry = recorder._programs.get(id(program))
     watch = tsexport._WATCHES.get(id(recorder.ctx))
@@ -80,8 +82,10 @@ def written(recorder, program, target, marker) -> None:
     model = model_ref() if model_ref is not None else None
     if model is None:
         return
-    path = os.path.realpath(os.fspath(target))
-    st = os.stat(path)
+    if getvalue is not None:   # a buffer: known by its bytes' digest
+        path, st, digest = None, None, hashlib.sha256(getvalue()).hexdigest()
+    else:
+        path, st, digest = os.path.realpath(os.fspath(target)), os.stat(target), None
     graph = program.model.graph
     initializers = set(graph.initializers)
     inputs = [v.name for v in graph.inputs if v.name not in initializers]
@@ -96,7 +100,7 @@ def written(recorder, program, target, marker) -> None:
                              tol, call_idx, runtime))
 
     exported = ExportedFile(
-        gid, model_ref, path, (st.st_size, st.st_mtime_ns), None, inputs, outputs,
+        gid, model_ref, path, (st.st_size, st.st_mtime_ns) if st else None, digest, inputs, outputs,
         [_TENSOR if v is marker else v for v in leaves], spec,
         [m.training for m in model.modules()] if isinstance(model, torch.nn.Module) else None,
         {}, tol, runtime, localise=localise, counter=counter)

@@ -38,6 +38,7 @@ from graphdbg.runfile.records import CallRow
 from graphdbg.runfile.writer import dumps
 
 from ..check.numerics import compare_values, is_finding
+from ..check import tsonnx
 from ..check.subgraphs import preserved_rng
 from ..findings import frozen
 from ..placement.stack import user_stack
@@ -165,10 +166,10 @@ class SessionWatch:
             given = iter([_tensor(feed[n]) for n in exported.inputs])
             ex_args, ex_kwargs = _pytree.tree_unflatten(
                 [next(given) if v is _TENSOR else v for v in exported.leaves], exported.spec)
-            self._check(exported, model, ex_args, ex_kwargs, names, out, call_idx, run_site)
+            self._check(exported, model, ex_args, ex_kwargs, names, out, call_idx, run_site, feed)
 
     def _check(self, exported: ExportedFile, model, args: tuple, kwargs: dict, names: list[str],
-               out, call_idx: int, run_site) -> None:
+               out, call_idx: int, run_site, feed: dict) -> None:
         with _flags(model, exported.training), preserved_rng(), torch.no_grad(), \
                 Conversions() as conv:
             eager = model(*args, **kwargs)
@@ -191,8 +192,6 @@ class SessionWatch:
                 worst = (d, exported.outputs.index(name), name)
         if worst is None:
             return
-        if exported.localise is not None and exported.localise(args, kwargs, call_idx):
-            return   # found at the first FX node that departs, at its line
         now = conv.values_at()
         branch = None
         for c in conv.seen:   # the first frozen line converted otherwise
@@ -206,8 +205,42 @@ class SessionWatch:
                 branch = {"stack": c.stack, "kind": kind, "traced": traced[k], "now": values[k]}
                 break
         d, index, name = worst
+        if branch is None and exported.localise is not None and \
+                exported.localise(args, kwargs, call_idx):
+            return   # found at the first FX node that departs, at its line
+        if branch is None and exported.node_stacks is not None:
+            found = self._by_line(exported, model, args, kwargs, feed)
+            if found is not None:
+                frozen.session_line(self.findings, exported.graph_id, call_idx, found, d, index,
+                                    name, exported.runtime)
+                return
         frozen.session_divergence(self.findings, exported.graph_id, call_idx, d, index, name,
                                   exported.runtime, run_site, branch, [])
+
+    def _by_line(self, exported: ExportedFile, model, args: tuple, kwargs: dict, feed: dict):
+        """The first line of the model where ONNX Runtime computes otherwise
+        (a TorchScript export's file: hooks/check/tsonnx.py), or None."""
+        if exported.path is not None and exported.stat is not None:
+            try:
+                st = os.stat(exported.path)
+            except OSError:
+                return None
+            if (st.st_size, st.st_mtime_ns) != exported.stat:
+                return None   # written again since: not the file the lines are of
+
+        def forward(m=model, a=args, k=kwargs):
+            with _flags(m, exported.training), preserved_rng(), torch.no_grad():
+                m(*a, **k)
+
+        try:
+            proto = tsonnx.load(exported.path, exported.data)
+            if proto is None:
+                return None
+            return tsonnx.check(proto, exported.node_stacks, feed, forward,
+                                _float64(model, exported, args, kwargs), exported.tol)
+        except Exception as exc:   # the finding stays at the run line
+            self.ctx.internal_error("ONNX line check", exc)
+            return None
 
 
 def _same_bytes(f: ExportedFile, digest: str, size: int) -> bool:
@@ -250,6 +283,27 @@ def _tensor(v) -> torch.Tensor | None:
     if not isinstance(v, np.ndarray):
         return None
     return torch.from_numpy(np.array(v, copy=True))
+
+
+def _float64(model, exported: ExportedFile, args: tuple, kwargs: dict):
+    """Makes the model's forward in float64 on the inputs (a float64 copy of
+    it, made when called) as a call; None when the model is large."""
+    try:
+        if sum(p.numel() for p in model.parameters()) > _JUDGE_MAX_PARAMS:
+            return None
+    except Exception:
+        return None
+
+    def make():
+        twin = copy.deepcopy(model).double()
+        a, k = _pytree.tree_map(lambda t: t.double() if isinstance(t, torch.Tensor)
+                                and t.is_floating_point() else t, (args, kwargs))
+
+        def forward():
+            with _flags(twin, exported.training), preserved_rng(), torch.no_grad():
+                twin(*a, **k)
+        return forward
+    return make
 
 
 def _judge(model, exported: ExportedFile, args: tuple, kwargs: dict, index: int):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -43,7 +44,7 @@ from graphdbg.runfile.writer import dumps
 
 from ..check.numerics import Tolerance
 from ..findings import frozen
-from ..placement.conversions import conversion_stack, warning_site
+from ..placement.conversions import conversion_stack, doc_string_stack, warning_site
 
 VIA = "torch.onnx.export(dynamo=False)"
 # torch.Tensor's conversions to Python values, and what each makes
@@ -51,6 +52,9 @@ _CONVERSIONS = {"__bool__": "bool", "__int__": "int", "__float__": "float",
                 "__index__": "index", "item": "number"}
 # the TracerWarning of a conversion ("Converting a tensor to a Python boolean ...")
 _CONVERTING = "Converting a tensor to a Python "
+# torch's own filter for them (TracerWarning.ignore_lib_warnings): a conversion
+# in torch's modules (a size check in nn.functional) is torch's, never shown
+_TORCH_OWN = re.compile(r"torch.(?!jit)")
 
 
 @dataclass
@@ -144,6 +148,62 @@ class Conversions:
 
 
 _ABSENT = object()
+_KEEP_BYTES = 64 * 2**20   # a model exported to a buffer is kept for the line check up to this
+
+
+class DocStrings:
+    """While entered, on this thread: the ONNX graph the TorchScript exporter
+    serialises (``torch._C.Graph._export_onnx``, the class attribute, put
+    back on exit) is serialised once more with each node's ``doc_string``
+    (the stack it was traced at; torch strips it unless ``verbose=True``) and
+    no weights: ``proto``. The exporter's own call, and the file it writes,
+    are untouched."""
+
+    def __init__(self) -> None:
+        self.proto: bytes | None = None
+        self._owner = threading.get_ident()
+        self._saved: Any = None
+
+    def __enter__(self) -> DocStrings:
+        cls = torch._C.Graph
+        orig = self._saved = cls.__dict__.get("_export_onnx")
+        if orig is None:
+            return self
+        watch = self
+
+        def _export_onnx(graph, *args, **kwargs):
+            result = orig(graph, *args, **kwargs)
+            # (params, opset, dynamic_axes, defer_weights, operator_export_type,
+            #  strip_doc_string, ...): the layout torch 2.x calls it with
+            if threading.get_ident() == watch._owner and not kwargs and len(args) >= 6 \
+                    and isinstance(args[0], dict) and isinstance(args[5], bool):
+                try:
+                    again = orig(graph, {}, *args[1:5], False, *args[6:])
+                    watch.proto = again[0] if isinstance(again, tuple) else None
+                except Exception:   # an observer: the export goes on without lines
+                    watch.proto = None
+            return result
+
+        cls._export_onnx = _export_onnx
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is not None:
+            torch._C.Graph._export_onnx = self._saved
+            self._saved = None
+
+    def stacks(self, nodes: list) -> list[list[Frame]] | None:
+        """Each of ``nodes``' (the written file's) user stack, outermost
+        first; None when the graph serialised here is not the file's."""
+        if self.proto is None:
+            return None
+        import onnx
+        mine = list(onnx.load_from_string(self.proto).graph.node)
+        if len(mine) != len(nodes) or any(a.op_type != b.op_type for a, b in zip(mine, nodes)):
+            return None
+        return [doc_string_stack(n.doc_string) for n in mine]
+
+
 # id(capture context) -> what checks the sessions on its exported files
 # (hooks/record/ortsession.py's SessionWatch, while installed)
 _WATCHES: dict[int, Any] = {}
@@ -186,22 +246,28 @@ class ExportedFile:
     # program's call counter its runs share
     localise: Any = None
     counter: Any = None
+    # a TorchScript export's file: each ONNX node's user stack (hooks/check/tsonnx.py
+    # checks it line by line), and its bytes when it went to a buffer
+    node_stacks: list | None = None
+    data: bytes | None = None
 
 
 _TENSOR = object()
 
 
 def _onnx_model(target):
-    """The ONNX model the export wrote (its graph, no external data), and the
-    bytes' digest when it went to a buffer; (None, None) when unreadable."""
+    """The ONNX model the export wrote (its graph, no external data), the
+    bytes' digest and the bytes (when small) when it went to a buffer; (None,
+    None, None) when unreadable."""
     import onnx
     if isinstance(target, (str, os.PathLike)):
-        return onnx.load(os.fspath(target), load_external_data=False), None
+        return onnx.load(os.fspath(target), load_external_data=False), None, None
     getvalue = getattr(target, "getvalue", None)
     if getvalue is not None:
         data = getvalue()
-        return onnx.load_from_string(data), hashlib.sha256(data).hexdigest()
-    return None, None
+        return onnx.load_from_string(data), hashlib.sha256(data).hexdigest(), \
+            data if len(data) <= _KEEP_BYTES else None
+    return None, None, None
 
 
 def _training(model, kwargs: dict) -> list[bool] | None:
@@ -217,12 +283,12 @@ def _training(model, kwargs: dict) -> list[bool] | None:
 
 
 def record(ctx, findings, model, args: tuple, kwargs: dict, ex_args: tuple, ex_kwargs: dict,
-           caller: list[Frame], seconds: float, conv: Conversions, runtime: str | None
-           ) -> ExportedFile | None:
+           caller: list[Frame], seconds: float, conv: Conversions, runtime: str | None,
+           docs: DocStrings | None = None) -> ExportedFile | None:
     """A successful TorchScript export: its graph, event and findings; what a
     session on its file is checked against (None: no file to know it by)."""
     target = _target(args, kwargs)
-    onnx_model, digest = _onnx_model(target)
+    onnx_model, digest, data = _onnx_model(target)
     w = ctx.writer
     graph = ctx.new_graph()
     graph.backend = "onnx"
@@ -234,11 +300,14 @@ def record(ctx, findings, model, args: tuple, kwargs: dict, ex_args: tuple, ex_k
     inputs = [i.name for i in onnx_model.graph.input if i.name not in initializers] \
         if onnx_model is not None else []
     outputs = [o.name for o in onnx_model.graph.output] if onnx_model is not None else []
+    stacks = docs.stacks(nodes) if docs is not None and nodes else None
     for idx, node in enumerate(nodes):
         op = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+        st = stacks[idx] if stacks else None
         w.add(NodeRow(graph_id=graph.id, idx=idx, name=node.name or f"{op}_{idx}",
-                      op="call_function", target=op, shapes=None, dtypes=None, user_frame=None,
-                      stack=None, module_path=None, module_class=None,
+                      op="call_function", target=op, shapes=None, dtypes=None,
+                      user_frame=w.frame_id(*st[-1]) if st else None,
+                      stack=w.stack_id(st) if st else None, module_path=None, module_class=None,
                       args=", ".join(node.input)))
     fields = dict(backend="onnx", code_name=graph.code_name, n_nodes=len(nodes), n_ops=len(nodes),
                   n_inputs=len(inputs), status="exported", backend_time_s=seconds,
@@ -251,7 +320,8 @@ def record(ctx, findings, model, args: tuple, kwargs: dict, ex_args: tuple, ex_k
     w.put_graph(graph.id, **fields)
     # the conversions the trace froze: those torch warned about
     traced = [(c, m) for c in conv.seen for m in c.warned
-              if issubclass(m.category, torch.jit.TracerWarning) and _CONVERTING in str(m.message)]
+              if issubclass(m.category, torch.jit.TracerWarning) and _CONVERTING in str(m.message)
+              and not _TORCH_OWN.match(c.site[2])]
     path = os.path.realpath(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else None
     shapes = [list(t.shape) if isinstance(t, torch.Tensor) else None
               for t in _pytree.tree_leaves((ex_args, ex_kwargs))]
@@ -293,7 +363,7 @@ def record(ctx, findings, model, args: tuple, kwargs: dict, ex_args: tuple, ex_k
         (st.st_size, st.st_mtime_ns) if st else None, digest, inputs, outputs,
         [_TENSOR if isinstance(v, torch.Tensor) else v for v in leaves], spec,
         _training(model, kwargs), seen_lines, Tolerance(ctx.options.rtol, ctx.options.atol),
-        runtime)
+        runtime, node_stacks=stacks, data=data)
 
 
 def _plain(v: Any) -> Any:
@@ -308,9 +378,10 @@ class Legacy:
     def __init__(self, orig, caller: list[Frame]) -> None:
         self.orig = orig
         self.conv = Conversions(catch=True, site=caller[-1] if caller else None)
+        self.docs = DocStrings()
 
     def __call__(self, *args, **kwargs):
-        with self.conv:
+        with self.conv, self.docs:
             return self.orig(*args, **kwargs)
 
     def recorded(self, ctx, findings, model, args: tuple, kwargs: dict, ex_args: tuple,
@@ -319,7 +390,7 @@ class Legacy:
         try:
             runtime = onnxcheck.runtime_version() if not onnxcheck.missing() else None
             exported = record(ctx, findings, model, args, kwargs, ex_args, ex_kwargs, caller,
-                              seconds, self.conv, runtime)
+                              seconds, self.conv, runtime, self.docs)
             watch = _WATCHES.get(id(ctx))
             if exported is not None and runtime is not None and watch is not None:
                 watch.add(exported)

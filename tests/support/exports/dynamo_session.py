@@ -8,6 +8,8 @@ bytes); then a clean MLP run the same
 way. Run from its own folder: it writes its .onnx files there and prints the
 outputs."""
 
+import io
+
 import numpy as np
 import onnxruntime
 import torch
@@ -65,3 +67,8 @@ mlp_session = onnxruntime.InferenceSession("mlp.onnx")
 for batch in (4, 4):
     x = rng.standard_normal((batch, 6), dtype=np.float32)
     show("mlp", mlp_session.run(None, {mlp_session.get_inputs()[0].name: x})[0])  # MARK MLP_RUN
+
+buffer = io.BytesIO()   # exported to a buffer, its session made from the bytes
+torch.onnx.export(mlp, (torch.randn(4, 6),), buffer, dynamo=True, verbose=False)  # MARK MLP_BUFFER
+buffer_session = onnxruntime.InferenceSession(buffer.getvalue())
+show("mlp buffer", buffer_session.run(None, {buffer_session.get_inputs()[0].name: x})[0])

@@ -21,7 +21,7 @@ try:
 except Exception as exc:
     print("export failed:", type(exc).__name__)
 
-try:  # the TorchScript exporter: its failure at the export call
+try:  # the TorchScript exporter: its failure at the op it translates
     torch.onnx.export(Airy(), (torch.randn(3),), io.BytesIO(), dynamo=False)  # LEGACY_CALL
 except Exception as exc:
     print("legacy export failed:", type(exc).__name__)
