@@ -109,7 +109,7 @@ class RunCommand:
         return argv, []
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..runner import check_target, output_path, run_program
+        from ..runner import check_not_a_launcher, check_target, output_path, run_program
         try:
             options = CaptureOptions.from_flags(vars(args))
         except OptionError as exc:   # the options' own checks, said of the flag
@@ -118,6 +118,7 @@ class RunCommand:
         target = args.module or args.script
         if not target:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
+        check_not_a_launcher(target, bool(args.module), args.program_args)
         check_target(target, bool(args.module))   # before a rank's folder is made
         output = output_path(args.output, target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),
