@@ -8,7 +8,13 @@
   call ends (an export that diverges from eager or fails goes over them too,
   said as an export's: `compare` and the errors cover exports);
 - `--graphdbg`: record every test; `--graphdbg-dir`, `--graphdbg-keep`,
-  `--graphdbg-compare-first`, each with an ini twin; a summary at the end.
+  `--graphdbg-compare-first`, each with an ini twin; a summary at the end
+  (counts per test, and under each noisy test where its findings are).
+
+A test that goes over its marker fails with the marker as written, each limit
+it went over and the findings behind it (the user's line, a caret, the run
+file and the command that opens it); the reason is also the report's crash
+line, which pytest's short summary (-rf) and --tb=line print.
 
 Every kind of test item is recorded the same way (test functions,
 unittest.TestCase methods, other plugins' items): from the start of its setup
