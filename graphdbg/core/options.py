@@ -124,7 +124,7 @@ class CaptureOptions:
         help="how to find the first wrong node (default %(default)s)")
     stance: str | None = option(
         None, "--stance", group="program", choices=STANCES, type=str,
-        help="torch.compiler.set_stance (force_eager: a run to diff)")
+        help="run under torch.compiler.set_stance(STANCE)")
     eager: bool = option(True, "--no-eager", group="record",
                          help="record the compiled side only, no eager ops")
     eager_steps: tuple[int, int] = option(
