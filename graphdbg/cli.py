@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import sys
 
-from .commands import build_parser, invoke, registry
+from .commands import build_parser, check_command, invoke, registry
 
 
 def main(argv: list[str] | None = None) -> int:
     commands = registry()
     parser = build_parser(commands)
     argv = list(sys.argv[1:] if argv is None else argv)
+    check_command(argv, commands, parser)
     rest: list[str] = []
     command = commands.get(argv[0]) if argv else None
     if command is not None and hasattr(command, "split_argv"):

@@ -8,7 +8,13 @@
   call ends (an export that diverges from eager or fails goes over them too,
   said as an export's: `compare` and the errors cover exports);
 - `--graphdbg`: record every test; `--graphdbg-dir`, `--graphdbg-keep`,
-  `--graphdbg-compare-first`, each with an ini twin; a summary at the end.
+  `--graphdbg-compare-first`, each with an ini twin; a summary at the end
+  (counts per test, and under each noisy test where its findings are).
+
+A test that goes over its marker fails with the marker as written, each limit
+it went over and the findings behind it (the user's line, a caret, the run
+file and the command that opens it); the reason is also the report's crash
+line, which pytest's short summary (-rf) and --tb=line print.
 
 Every kind of test item is recorded the same way (test functions,
 unittest.TestCase methods, other plugins' items): from the start of its setup
@@ -40,6 +46,7 @@ MARKER_HELP = ("graphdbg(max_graph_breaks=0, max_recompiles=0, max_graphs=None, 
                "fail it when a compile goes over these limits; allow: finding kinds or regular "
                "expressions on messages to tolerate")
 PROPERTY = "graphdbg"     # the user property that carries a test's counts to the summary
+SITES_SHOWN = 3           # a test's finding lines in the session summary
 _RECORDER = pytest.StashKey()
 _LIMITS = pytest.StashKey()
 _STATE = pytest.StashKey()
@@ -123,6 +130,7 @@ class _Test:
         self.failed = False                 # a phase failed (setup, call, teardown)
         self.discard = False                # skipped: no run, no row in the summary
         self.counts: dict | None = None     # judged at the end of the call (or a failed setup)
+        self.sites: list[str] = []          # where its counted findings are, one line each
         self.unrecorded: str | None = None  # why it could not be recorded
         self.outcome = "passed"             # the call's (failed: any phase's)
 
@@ -271,7 +279,7 @@ def _read(item: pytest.Item, call: pytest.CallInfo, test: _Test, report) -> None
         if report.passed and call.when == "call" and item.stash.get(_LIMITS, None) is not None:
             # its limits could not be checked: a marked test does not pass unjudged
             report.outcome = "failed"
-            report.longrepr = text
+            report.longrepr = _failure(item, text, text)
         else:
             report.sections.append(("graphdbg", text))
 
@@ -287,12 +295,14 @@ def _judge(item: pytest.Item, call: pytest.CallInfo, test: _Test,
         found = violations(run, limits) if limits is not None and call.when == "call" else []
         findings = run.findings()
     test.counts = counts.as_dict()
+    test.sites = _sites(findings)
     over = report.passed and bool(found)
     if over:
         report.outcome = "failed"
         path, line, _ = item.location
         head = f"{path}:{(line or 0) + 1}: {item.name} went over {limits.describe()}"
-        report.longrepr = failure_text(head, found, rec.path)
+        report.longrepr = _failure(item, failure_text(head, found, rec.path),
+                                   "; ".join(map(_crash, found)))
     listed = call.excinfo is not None and getattr(call.excinfo.value, "graphdbg_listed", False)
     if findings and not over and not listed:
         # a test that fails (or passes) on its own keeps its outcome and its
@@ -301,6 +311,54 @@ def _judge(item: pytest.Item, call: pytest.CallInfo, test: _Test,
         if report.failed:
             lines += [f"run saved: {short(rec.path)}", f"open it:   graphdbg tui {short(rec.path)}"]
         report.sections.append(("graphdbg findings", "\n".join(lines)))
+
+
+def _crash(v) -> str:
+    """A limit gone over in one line: `1 graph break at t.py:5 (max_graph_breaks=0)`."""
+    from .core.format import at
+    text = v.what
+    sites = [f for f in v.findings if f.file]
+    if sites:
+        where = at(sites[0].file, sites[0].line, sites[0].cell)
+        text += f", first at {where}" if " at " in text else f" at {where}"
+        if len(sites) > 1:
+            text += f" and {len(sites) - 1} more"
+    return f"{text} ({v.limit})" if v.limit else text
+
+
+def _failure(item: pytest.Item, text: str, crash: str):
+    """A failure's report as pytest makes its own (pytest.fail without a
+    traceback): ``text`` under the test's header, and ``crash`` the line that
+    the short summary (-rf), --tb=line and xdist's controller read from it
+    (a plain string longrepr gives them nothing: a bare `FAILED test_x`)."""
+    try:
+        pytest.fail(text, pytrace=False)
+    except pytest.fail.Exception:
+        excinfo = pytest.ExceptionInfo.from_current()
+    longrepr = excinfo.getrepr(style="value")
+    crash_at = longrepr.reprcrash
+    if crash_at is not None:   # at the test, not in this plugin
+        path, line, _ = item.location
+        crash_at.path = str(item.path) if item.path else path
+        crash_at.lineno = (line or 0) + 1
+        crash_at.message = crash
+    return longrepr
+
+
+def _sites(findings) -> list[str]:
+    """Where a test's counted findings are, one short line each, for the
+    session summary (a passing test's report sections are not shown)."""
+    from .core.format import at
+    from .testing import COUNTED, divergences
+    counted = [f for f in findings if f.kind in COUNTED.values() or f.severity == "error"]
+    ids = {f.id for f in counted}
+    counted += [f for f in divergences(findings) if f.id not in ids]
+    out = []
+    for f in counted:
+        times = f" (×{f.count})" if f.count > 1 else ""
+        code = f": {_cut_end(f.code.strip(), 60)}" if f.code else ""
+        out.append(f"{f.kind.replace('_', ' ')} at {at(f.file, f.line, f.cell)}{times}{code}")
+    return out
 
 
 def _finish(item: pytest.Item, test: _Test, report: pytest.TestReport) -> None:
@@ -333,7 +391,7 @@ def _finish(item: pytest.Item, test: _Test, report: pytest.TestReport) -> None:
         if counts is None:
             from .testing import Counts
             counts = Counts().as_dict()
-        row = {**counts, "run": rec.path if kept else None}
+        row = {**counts, "run": rec.path if kept else None, "sites": test.sites}
     row["outcome"] = "failed" if test.failed else test.outcome
     report.user_properties.append((PROPERTY, json.dumps(row)))
 
@@ -388,6 +446,12 @@ class Summary:
                 tr.write_line(f"{_cut(nodeid, width):<{width}}  {c['graphs']:>6}  "
                               f"{c['graph_breaks']:>6}  {c['recompiles']:>10}  "
                               f"{c['divergences']:>11}  {c['errors']:>6}")
+                # where: a passing test's findings are shown nowhere else
+                sites = c.get("sites") or []
+                for site in sites[:SITES_SHOWN]:
+                    tr.write_line(f"  {site}")
+                if len(sites) > SITES_SHOWN:
+                    tr.write_line(f"  … and {len(sites) - SITES_SHOWN} more")
         slow = sorted((r for r in rows if r[2]["compile_s"]),
                       key=lambda r: -r[2]["compile_s"])[:5]
         if slow:
@@ -405,6 +469,10 @@ class Summary:
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+def _cut_end(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import os
 import runpy
+import shlex
 import signal
 import sys
 import traceback
@@ -45,6 +46,35 @@ def output_path(output: str | None, target: str, module: bool) -> str:
     except OSError as exc:
         raise GraphdbgError(f"graphdbg run: cannot create {folder} ({exc.strerror})") from None
     return path
+
+
+# Launchers that start each rank as a process of its own (what graphdbg sees
+# from outside is the launcher alone), by script name or module, and how each
+# starts `graphdbg run` inside it instead.
+_LAUNCHERS = {"torchrun": "torchrun", "torch.distributed.run": "torchrun",
+              "torch.distributed.launch": "torchrun", "accelerate": "accelerate",
+              "accelerate.commands.launch": "accelerate",
+              "accelerate.commands.accelerate_cli": "accelerate"}
+
+
+def check_not_a_launcher(target: str, module: bool, args: list[str]) -> None:
+    """`graphdbg run torchrun ...` (or accelerate, or -m torch.distributed.run)
+    would capture the launcher and none of its ranks: refused, with the
+    command line that puts graphdbg inside the launcher."""
+    name = target if module else os.path.basename(target)
+    launcher = _LAUNCHERS.get(name)
+    if launcher is None:
+        return
+    at = next((i for i, a in enumerate(args) if a.endswith(".py")), None)
+    before, after = (args[:at], args[at:]) if at is not None else (args, ["train.py"])
+    if launcher == "accelerate":
+        before = before[1:] if before[:1] == ["launch"] else before
+        inside = ["accelerate", "launch", *before, "-m", "graphdbg", "run", *after]
+    else:
+        inside = ["torchrun", *before, "--no-python", "graphdbg", "run", *after]
+    raise GraphdbgError(f"graphdbg run: {name} starts each rank as a process of its own, "
+                        f"which graphdbg cannot see from outside; put graphdbg inside it: "
+                        f"{shlex.join(inside)}")
 
 
 def check_target(target: str, module: bool) -> None:

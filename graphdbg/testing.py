@@ -51,7 +51,8 @@ class Counts:
 class Limits:
     """`@pytest.mark.graphdbg(...)`: what every compile in a test must keep to.
     None: not checked. ``allow``: finding kinds or regular expressions on a
-    finding's message that are tolerated."""
+    finding's message that are tolerated. ``given``: the arguments the marker
+    was written with, in its order (a failure names those, not the defaults)."""
     max_graph_breaks: int | None = 0
     max_recompiles: int | None = 0
     max_graphs: int | None = None
@@ -59,13 +60,14 @@ class Limits:
     rtol: float | None = None
     atol: float | None = None
     allow: tuple[str, ...] = ()
+    given: tuple[str, ...] = ()
 
     @classmethod
     def from_marker(cls, args: Sequence, kwargs: dict) -> Limits:
         if args:
             raise TypeError("@pytest.mark.graphdbg takes keyword arguments only, e.g. "
                             "@pytest.mark.graphdbg(max_graph_breaks=0)")
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.__dataclass_fields__) - {"given"}
         unknown = sorted(set(kwargs) - known)
         if unknown:
             raise TypeError(f"@pytest.mark.graphdbg got unknown argument(s) {unknown}; "
@@ -76,15 +78,22 @@ class Limits:
             allow = (allow,)
         for pattern in allow:
             re.compile(pattern)     # a bad pattern fails the test's setup, not later
-        return cls(**kw, allow=tuple(allow))
+        return cls(**kw, allow=tuple(allow), given=tuple(kwargs))
 
     def describe(self) -> str:
-        """The marker as written, without defaults left alone."""
-        parts = [f"{k}={v!r}" for k, v in self.__dict__.items()
-                 if v != Limits.__dataclass_fields__[k].default and k != "allow"]
-        if self.allow:
-            parts.append(f"allow={list(self.allow)!r}")
+        """The marker as it was written."""
+        parts = [f"{k}={list(self.allow)!r}" if k == "allow" else f"{k}={getattr(self, k)!r}"
+                 for k in self.given]
         return f"@pytest.mark.graphdbg({', '.join(parts)})"
+
+    def limit(self, name: str) -> str:
+        """One limit as the marker holds it: `max_graph_breaks=0`, with
+        `, the default` when the marker did not write it."""
+        return f"{name}={getattr(self, name)!r}" + ("" if name in self.given else ", the default")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def allowed(f: Finding, allow: Iterable[str]) -> bool:
@@ -97,9 +106,14 @@ def allowed(f: Finding, allow: Iterable[str]) -> bool:
 
 @dataclass
 class Violation:
-    """One limit a test went over, with the findings behind it."""
+    """One limit a test went over, with the findings behind it; ``limit``:
+    the marker's limit it went over, as written (`max_graph_breaks=0`)."""
     what: str
     findings: list[Finding] = field(default_factory=list)
+    limit: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.limit})" if self.limit else self.what
 
 
 def _judged_close(f: Finding, rtol: float | None, atol: float | None) -> bool:
@@ -154,11 +168,13 @@ def violations(run: Run, limits: Limits) -> list[Violation]:
         hits = [f for f in findings if f.kind == kind]
         n = sum(f.count for f in hits)
         if most is not None and n > most:
-            out.append(Violation(f"{n} {name.replace('_', ' ')} (at most {most})", hits))
+            out.append(Violation(_count(n, kind.replace("_", " "), name.replace("_", " ")), hits,
+                                 limits.limit(f"max_{name}")))
     if limits.max_graphs is not None:
         n = len(run.graphs())
         if n > limits.max_graphs:
-            out.append(Violation(f"{n} graphs compiled (at most {limits.max_graphs})"))
+            out.append(Violation(f"{_count(n, 'graph', 'graphs')} compiled",
+                                 limit=limits.limit("max_graphs")))
     if limits.compare:
         bad = divergences(findings, limits.rtol, limits.atol)
         compiled = [f for f in bad if exported_by(f) is None]
@@ -348,7 +364,7 @@ def failure_text(head: str, found: Sequence[Violation], run_path: str | None) ->
     lines = [head]
     shown: set[int] = set()
     for v in found:
-        lines.append(f"- {v.what}")
+        lines.append(f"- {v}")
         for f in v.findings:
             if f.id in shown:
                 continue

@@ -49,7 +49,8 @@ def test_an_option_its_own_checks_refuse_is_a_usage_error(workdir, flag, value, 
     (workdir / "p.py").write_text("print('ran')\n")
     proc = graphdbg("run", flag, value, "p.py", cwd=workdir)
     assert proc.returncode == 2 and "ran" not in proc.stdout and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == f"graphdbg: error: {line}"
+    usage, error = proc.stderr.strip().splitlines()
+    assert usage.startswith("usage: graphdbg run ") and error == f"graphdbg run: error: {line}"
     assert not list(workdir.glob("*.run"))
 
 

@@ -203,6 +203,16 @@ def test_rank_and_job_from_the_launchers_environment():
     assert (slurm.rank, slurm.world_size, slurm.local_rank, slurm.job) == (3, 8, 1, "4242.0")
     assert ranks.from_env({}) is None
     assert ranks.from_env({"RANK": "0", "WORLD_SIZE": "1"}) is None   # one process: no job
+    # torchrun's default run id ("none": a fixed --master-port, as accelerate
+    # launch starts it): the folder its agent made for the launch's logs
+    static = {**TORCHRUN_ENV, "TORCHELASTIC_RUN_ID": "none",
+              "TORCHELASTIC_ERROR_FILE": "/tmp/torchelastic_k2x9/none_exw_mb9e/attempt_1/1/error.json"}
+    assert ranks.from_env(static).job == "exw_mb9e"
+    assert ranks.from_env({**static, "SLURM_JOB_ID": "77"}).job == "77"
+    # no log folder (--log-dir /dev/null), or none of its form: the launcher's pid
+    for error_file in ("", "/logs/error.json", "/logs/other_exw/attempt_0/1/error.json"):
+        assert ranks.from_env({**static, "TORCHELASTIC_ERROR_FILE": error_file}).job == \
+            f"pid{os.getppid()}"
     bare = ranks.from_env({"RANK": "1", "WORLD_SIZE": "2"})          # a launcher without an id
     assert bare.job == f"pid{os.getppid()}" and bare.local_rank is None
     assert ranks.from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}) is None

@@ -75,7 +75,7 @@ X = torch.ones(4)
 def test_marker_clean():
     assert torch.equal(torch.compile(clean, backend="eager")(X), torch.sin(X) * 2)
 
-@pytest.mark.graphdbg
+@pytest.mark.graphdbg(max_graph_breaks=0)
 def test_marker_break_fails():
     torch.compile(breaks, backend="eager")(X)
 
@@ -407,9 +407,10 @@ def test_the_marker_fails_a_test_that_breaks_and_passes_a_clean_one(main_run):
     text = _section(out, "test_marker_break_fails")
     # the test's location first, then each finding at the user's line with its code
     # and a caret, torch's reason in one line, the hint; then the run and the command
+    # the marker as written, the limit it went over, counted in words
     assert re.search(r"^test_user.py:\d+: test_marker_break_fails went over "
-                     r"@pytest.mark.graphdbg\(\)$", text, re.M), text
-    assert "- 1 graph breaks (at most 0)" in text
+                     r"@pytest.mark.graphdbg\(max_graph_breaks=0\)$", text, re.M), text
+    assert "\n- 1 graph break (max_graph_breaks=0)\n" in text
     assert f"graph break at program.py:{PROGRAM_LINES['break']} in breaks" in text
     assert "torch._dynamo.graph_break()  # MARK break" in text and "^^^^^^^^^^^" in text
     assert "torch: " in text and "hint: " in text
@@ -419,6 +420,13 @@ def test_the_marker_fails_a_test_that_breaks_and_passes_a_clean_one(main_run):
     assert (folder / run).exists()                                    # kept: the test failed
     assert not list((folder / ".graphdbg").glob("*test_marker_clean*"))  # passed: deleted
     assert "Traceback" not in text and "pytest_plugin.py" not in text
+    # the short summary (-rA here, as -rf) carries the reason: the first line of
+    # what the report holds, cut to the terminal's width (whole on CI, or -vv)
+    reason = f"1 graph break at program.py:{PROGRAM_LINES['break']} (max_graph_breaks=0)"
+    (said,) = [ln.split(" - ", 1)[1] for ln in out
+               if ln.startswith("FAILED test_user.py::test_marker_break_fails - ")]
+    assert said == reason or (said.endswith("...") and reason.startswith(said[:-3])
+                              and len(said) > 20), said
 
 
 @shared_run
@@ -432,10 +440,12 @@ def test_the_marker_limits_recompiles_graphs_and_numerics(main_run):
             "test_marker_max_graphs_passes": "PASSED"}
     assert {t: got[t] for t in want} == want
     text = _section(out, "test_marker_recompile_fails")
-    assert "- 1 recompiles (at most 0)" in text
+    # a bare marker: its default limit, said to be the default
+    assert re.search(r"went over @pytest.mark.graphdbg\(\)$", text, re.M), text
+    assert "\n- 1 recompile (max_recompiles=0, the default)\n" in text
     assert f"recompile at program.py:{PROGRAM_LINES['scaled']} in scaled" in text
     assert "scale changed: was 0.5, now 2.0" in text
-    assert "2 graphs compiled (at most 1)" in _section(out, "test_marker_max_graphs_fails")
+    assert "\n- 2 graphs compiled (max_graphs=1)\n" in _section(out, "test_marker_max_graphs_fails")
     text = _section(out, "test_marker_divergence_fails")
     assert "compiled differs from eager at 1 place(s)" in text
     assert f"divergence at program.py:{PROGRAM_LINES['faulty']} in faulty_fn" in text
@@ -509,6 +519,11 @@ def test_the_session_summary_and_an_unrecorded_test(main_run):
                      r"\d+ recompiles, \d+ divergences, \d+ errors$", whole, re.M), whole[-3000:]
     assert re.search(r"^test_user.py::test_marker_break_fails\s+2\s+1\s+0\s+0\s+0$", whole, re.M)
     assert "slowest compiles:" in whole and "run files kept:" in whole
+    # where each counted finding is, under its test's row: for a passing test
+    # (its report's sections are not shown) the one place that says so
+    assert re.search(r"^test_user.py::test_marker_one_break_allowed\s+2\s+1\s+0\s+0\s+0\n"
+                     rf"  graph break at program.py:{PROGRAM_LINES['break']}: "
+                     r"torch._dynamo.graph_break\(\)  # MARK break$", whole, re.M), whole[-3000:]
     # neither fixture nor marker nor --graphdbg: not recorded, though it breaks
     assert _outcomes(out)["test_without_graphdbg_is_not_recorded"] == "PASSED"
     assert "test_without_graphdbg_is_not_recorded" not in whole.split("graphdbg summary")[1] \
@@ -531,7 +546,7 @@ def test_unittest_testcase_methods_are_recorded_and_judged_by_their_marker(main_
     text = _section(out, "Recompiles.test_case_marker_recompile_fails")
     assert re.search(r"^test_cases.py:\d+: test_case_marker_recompile_fails went over "
                      r"@pytest.mark.graphdbg\(\)$", text, re.M), text
-    assert "- 1 recompiles (at most 0)" in text
+    assert "- 1 recompile (max_recompiles=0, the default)" in text
     assert f"recompile at program.py:{PROGRAM_LINES['scaled']} in scaled" in text
     assert "scale changed: was 0.5, now 2.0" in text
     assert (f"called from test_cases.py:{_line(CASES, 'case recompile')} "
@@ -542,7 +557,8 @@ def test_unittest_testcase_methods_are_recorded_and_judged_by_their_marker(main_
     # the class's marker, on each of its methods
     text = _section(out, "MarkedClass.test_case_class_marker_fails")
     assert "went over @pytest.mark.graphdbg(max_graphs=1)" in text
-    assert "- 1 graph breaks (at most 0)" in text and "- 2 graphs compiled (at most 1)" in text
+    assert "- 1 graph break (max_graph_breaks=0, the default)" in text
+    assert "- 2 graphs compiled (max_graphs=1)" in text
     whole = "\n".join(out)
     # setUp's compile is the test's: one graph, then the recompile
     assert re.search(r"^test_cases.py::Recompiles::test_case_marker_recompile_fails\s+2\s+0\s+1"
@@ -644,6 +660,9 @@ class Model(unittest.TestCase):
         torch.compile(breaks, backend="eager")(X)  # MARK suite break
         self.assertEqual(1, 2)
 
+    def test_breaks_and_passes(self):
+        torch.compile(breaks, backend="eager")(X)
+
     def test_blocked(self):
         self.f(X, 0.5)
 
@@ -667,16 +686,23 @@ def test_graphdbg_records_every_test_of_a_unittest_suite(pytester, warm_pytest):
     assert rc == 1, stdout[-3000:] + err[-3000:]  # one test fails
     out = stdout.splitlines()
     assert _outcomes(out) == {"test_clean": "PASSED", "test_recompiles": "PASSED",
-                              "test_breaks_and_fails": "FAILED", "test_blocked": "PASSED"}
+                              "test_breaks_and_fails": "FAILED", "test_breaks_and_passes": "PASSED",
+                              "test_blocked": "PASSED"}
     whole = "\n".join(out)
     summary = whole.split("graphdbg summary")[1].split("short test summary")[0]
     # setUp's graph, the method's, tearDown's (the skipped test is left out)
-    assert re.search(r"^3 test\(s\) recorded: 9 graphs, 1 graph breaks, 1 recompiles, "
+    assert re.search(r"^4 test\(s\) recorded: 13 graphs, 2 graph breaks, 1 recompiles, "
                      r"0 divergences, 0 errors$", summary, re.M), summary
     assert re.search(r"^test_suite.py::Model::test_recompiles\s+3\s+0\s+1\s+0\s+0$",
                      summary, re.M), summary
     assert re.search(r"^test_suite.py::Model::test_breaks_and_fails\s+4\s+1\s+0\s+0\s+0$",
                      summary, re.M), summary
+    # a passing TestCase's break is counted and said where it is
+    assert re.search(r"^test_suite.py::Model::test_breaks_and_passes\s+4\s+1\s+0\s+0\s+0\n"
+                     rf"  graph break at program.py:{PROGRAM_LINES['break']}: "
+                     r"torch._dynamo.graph_break\(\)  # MARK break$", summary, re.M), summary
+    assert re.search(r"^test_suite.py::Model::test_recompiles\s+3\s+0\s+1\s+0\s+0\n"
+                     rf"  recompile at program.py:{PROGRAM_LINES['scaled']}: ", summary, re.M)
     assert re.search(r"^1 test\(s\) could not be recorded:\n  test_suite.py::Model::test_blocked: "
                      r"IsADirectoryError: ", summary, re.M), summary
     assert "GraphdbgWarning: graphdbg could not record test_suite.py::Model::test_blocked" in whole
@@ -701,12 +727,14 @@ graphdbg_compare_first = 0
 """
 
 
-def test_options_in_the_ini_file_and_on_the_command_line_under_xdist(pytester):
+def test_options_in_the_ini_file_and_on_the_command_line_under_xdist(pytester, monkeypatch):
     # every option's ini twin (graphdbg, its folder, keep), the command line
     # winning over the ini file (compare-first 1 over 0: the faulty backend's
     # test is compared and fails); two workers, one run file per worker and
-    # test, and their counts reach the controller's summary
+    # test, and their counts reach the controller's summary, and a failure's
+    # reason its short summary (a terminal wide enough for the whole line)
     pytest.importorskip("xdist")
+    monkeypatch.setenv("COLUMNS", "200")
     pytester.makeini(INI)
     runs = pytester.path / "from-ini"
     out = run_tests(pytester, "test_without_graphdbg_is_not_recorded", "test_marker_clean",
@@ -725,6 +753,8 @@ def test_options_in_the_ini_file_and_on_the_command_line_under_xdist(pytester):
     assert "4 test(s) recorded: " in whole and "run files kept: 4" in whole
     assert re.search(r"test_user.py::test_without_graphdbg_is_not_recorded\s+2\s+1\s+0", whole)
     assert "went over @pytest.mark.graphdbg()" in whole
+    assert (f"FAILED test_user.py::test_marker_divergence_fails - compiled differs from eager "
+            f"at 1 place(s), first at program.py:{PROGRAM_LINES['faulty']}") in whole
 
 
 def test_plugin_loads_without_torch_or_textual(pytester):

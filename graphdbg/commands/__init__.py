@@ -24,6 +24,7 @@ from typing import Protocol
 
 from ..core.errors import GraphdbgError
 from ..core.version import __version__
+from .parser import EXAMPLES, Parser, unknown_command
 
 
 class UsageError(Exception):
@@ -50,22 +51,32 @@ def registry() -> dict[str, Command]:
 
 
 def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="graphdbg",
-        description="Debug and profile PyTorch programs that run eagerly and as graphs.")
+    parser = Parser(
+        prog="graphdbg", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Debug and profile PyTorch programs that run eagerly and as graphs.",
+        epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"graphdbg {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # subcommands' parsers are Parsers too: each says its own mistakes
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in commands.values():
         command.prepare_parser(sub)
+    parser.command_parsers = dict(sub.choices)   # a command's usage errors are its own
     return parser
+
+
+def check_command(argv: list[str], commands: dict[str, Command],
+                  parser: argparse.ArgumentParser) -> None:
+    """A first word that is no command: said with the nearest one (exit 2)."""
+    if argv and not argv[0].startswith("-") and argv[0] not in commands:
+        parser.error(unknown_command(argv[0], commands))
 
 
 def invoke(command: Command, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Run a command; its failures become one line on stderr and an exit status."""
     try:
         return command.run(args)
-    except UsageError as exc:
-        parser.error(str(exc))  # exits 2
+    except UsageError as exc:   # said with the command's own usage line; exits 2
+        getattr(parser, "command_parsers", {}).get(command.name, parser).error(str(exc))
     except GraphdbgError as exc:
         print(f"graphdbg: {exc}" if not str(exc).startswith("graphdbg") else str(exc),
               file=sys.stderr)

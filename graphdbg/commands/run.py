@@ -10,9 +10,9 @@ from ..core.options import CaptureOptions, OptionError, flags
 from . import UsageError
 
 
-def _arguments() -> list[tuple[str, dict]]:
+def _arguments() -> list[tuple[str, dict, str]]:
     """`graphdbg run`'s capture options, made from CaptureOptions' fields:
-    (flag, argparse keywords) each."""
+    (flag, argparse keywords, group) each."""
     out = []
     for name, default, flag in flags(CaptureOptions):
         kw: dict = {"dest": name, "help": flag.help}
@@ -21,7 +21,7 @@ def _arguments() -> list[tuple[str, dict]]:
         else:
             kw.update(default=flag.default(default), type=_typed(flag.type or type(default)),
                       metavar=flag.metavar, choices=flag.choices)
-        out.append((flag.name, {k: v for k, v in kw.items() if v is not None}))
+        out.append((flag.name, {k: v for k, v in kw.items() if v is not None}, flag.group))
     return out
 
 
@@ -40,7 +40,26 @@ def _typed(parse):
 
 
 # options of `graphdbg run` that take a value (the argv split must skip it)
-_VALUE_OPTS = {"-o", "--output"} | {name for name, kw in _arguments() if "action" not in kw}
+_VALUE_OPTS = {"-o", "--output"} | {name for name, kw, _ in _arguments() if "action" not in kw}
+
+
+# `graphdbg run --help`'s groups: (key, title, description); each capture
+# option names its key (core/options.py), run's own options are placed below
+GROUPS = (
+    ("program", "the program", None),
+    ("output", "output", None),
+    ("record", "what to record", None),
+    ("check", "checks against eager",
+     "Each compiled graph's first calls are run again eagerly, node by node, and\n"
+     "judged in float64; a divergence is found at its node and source line."),
+    ("profile", "profiling", None),
+    ("launcher", "under a launcher",
+     "graphdbg goes inside the launcher; each rank writes rank<R>.run into one\n"
+     "folder per job, graphdbg-<script>-<job id>/ (-o names it):\n"
+     "  torchrun --nproc-per-node 8 --no-python graphdbg run train.py\n"
+     "  accelerate launch -m graphdbg run train.py   (or: --no_python graphdbg run)\n"
+     "  srun -n 16 graphdbg run train.py"),
+)
 
 
 class RunCommand:
@@ -51,24 +70,25 @@ class RunCommand:
         run = subparsers.add_parser(
             "run", help="run a script or module and capture it into a run file",
             description="Run an unmodified script (or -m module) in this process, as python "
-                        "would, and capture compiled graphs, graph breaks, recompiles, errors "
-                        "and eager ops into one run file. Exits with the script's own status.",
+                        "would, and\ncapture its compiled graphs, graph breaks, recompiles, "
+                        "errors and eager ops\ninto one run file. Exits with the script's own "
+                        "status.",
             usage="graphdbg run [options] (script.py | -m module) [args ...]",
-            epilog="Supports torch 2.13 to 2.15; another version is refused in one line. "
-                   "GRAPHDBG_ALLOW_ANY_TORCH=1 runs a newer torch anyway, with a warning.")
-        run.add_argument("-m", dest="module", metavar="MODULE",
-                         help="run a library module as a script, like python -m")
-        run.add_argument("-o", "--output", metavar="PATH",
-                         help="run file to write (default: graphdbg-<script>.<pid>.run); under "
-                              "torchrun or srun, the job's folder, where each rank writes "
-                              "rank<R>.run (default: graphdbg-<script>-<job id>/)")
-        for name, kw in _arguments():
-            run.add_argument(name, **kw)
-        run.add_argument("-q", "--quiet", action="store_true",
-                         help="print nothing of graphdbg's own after the run")
-        run.add_argument("--tui", action="store_true",
-                         help="open the terminal UI on the run file when the program ends "
-                              "(the exit status stays the program's)")
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog="Every option in full: docs/options.md. Supports torch 2.13 to 2.15\n"
+                   "(GRAPHDBG_ALLOW_ANY_TORCH=1 runs a newer one, with a warning).")
+        group = {key: run.add_argument_group(title, text) for key, title, text in GROUPS}
+        group["program"].add_argument("-m", dest="module", metavar="MODULE",
+                                      help="run a module as a script, like python -m")
+        group["output"].add_argument(
+            "-o", "--output", metavar="PATH",
+            help="the run file (under a launcher: the job's folder)")
+        group["output"].add_argument("-q", "--quiet", action="store_true",
+                                     help="print nothing of graphdbg's own after the run")
+        group["output"].add_argument("--tui", action="store_true",
+                                     help="open the terminal UI when the program ends")
+        for name, kw, key in _arguments():
+            group[key].add_argument(name, **kw)
         run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
 
     def split_argv(self, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -89,7 +109,7 @@ class RunCommand:
         return argv, []
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..runner import check_target, output_path, run_program
+        from ..runner import check_not_a_launcher, check_target, output_path, run_program
         try:
             options = CaptureOptions.from_flags(vars(args))
         except OptionError as exc:   # the options' own checks, said of the flag
@@ -98,6 +118,7 @@ class RunCommand:
         target = args.module or args.script
         if not target:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
+        check_not_a_launcher(target, bool(args.module), args.program_args)
         check_target(target, bool(args.module))   # before a rank's folder is made
         output = output_path(args.output, target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),

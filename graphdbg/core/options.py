@@ -35,6 +35,7 @@ class Flag:
     for one that is on by default, ``--X`` for one that is off."""
     name: str                              # "--values"
     help: str                              # may name the default as %(default)s
+    group: str = ""                        # its group in `graphdbg run --help`
     metavar: str | None = None
     choices: tuple | None = None
     type: Callable[[str], Any] | None = None   # None: the type of the default
@@ -84,93 +85,70 @@ def show_eager_steps(s: tuple[int, int]) -> str:
     return "all" if s[1] == 1 else f"{s[0]},{s[1]}"
 
 
-# Fields in the order `graphdbg run --help` lists them.
+# Fields in the order `graphdbg run --help` lists them, each in its group
+# (commands/run.py: GROUPS). A help is one short line of what the option does;
+# docs/options.md says each in full.
 @dataclass(frozen=True)
 class CaptureOptions:
     values: str = option(
-        "stats", "--values", choices=VALUE_TIERS,
-        help="how much of each tensor to record: none (shapes, dtypes, time), health "
-             "(+NaN/Inf counts), stats (+min/max/mean/std/norm; default), full (+tensors, "
-             "within a byte budget)")
+        "stats", "--values", group="record", choices=VALUE_TIERS,
+        help="how much of each tensor to record (default %(default)s)")
     keep: str | None = option(
-        None, "--keep", metavar="REGEX", type=str,
-        help="with --values full: keep only the tensors of eager ops whose op name or module "
-             "path matches (e.g. 'attn|aten.softmax'), and of compiled graphs whose function "
-             "name matches")
+        None, "--keep", group="record", metavar="REGEX", type=str,
+        help="with --values full: keep tensors of matching ops only")
     tensor_budget: int = option(  # bytes; MiB on the command line
-        64 * MIB, "--tensor-budget", metavar="MIB", type=float,
+        64 * MIB, "--tensor-budget", group="record", metavar="MIB", type=float,
         show=lambda b: f"{b / MIB:g}", convert=lambda mib: int(mib * MIB),
-        help="with --values full: most tensor bytes to keep, in MiB (default %(default)s)")
-    compare: bool = option(True, "--no-compare",
+        help="with --values full: most MiB kept (default %(default)s)")
+    compare: bool = option(True, "--no-compare", group="check",
                            help="do not check compiled graphs and exports against eager")
-    check_graphs: bool = option(
-        True, "--no-graph-check",
-        help="do not check each captured graph for malformed nodes (lint and fake-tensor shape "
-             "propagation) before the backend gets it")
+    check_graphs: bool = option(True, "--no-graph-check", group="check",
+                                help="do not lint captured graphs before their backend")
     compare_first: int = option(
-        3, "--compare-first", metavar="N",
-        help="check the first N calls of each compiled graph against eager, node by node, "
-             "judged in float64 (and of each exported module or ONNX program; default "
-             "%(default)s)")
+        3, "--compare-first", group="check", metavar="N",
+        help="check the first N calls of each graph (default %(default)s)")
     compare_every: int = option(
-        0, "--compare-every", metavar="N",
-        help="also check every N-th later call (default: only the first ones)")
+        0, "--compare-every", group="check", metavar="N",
+        help="and every N-th later call (default: none)")
     compare_memory: float | None = option(  # None: half the free memory
-        None, "--compare-memory", metavar="MIB", type=float,
-        help="most memory a graph's check against eager may take (its eager reference's "
-             "values and input clones, known from the graph's shapes before it runs); over it "
-             "the graph is not checked, with a note (default: half the free memory)")
+        None, "--compare-memory", group="check", metavar="MIB", type=float,
+        help="most MiB one check may take (default: half the free)")
     rtol: float | None = option(  # None: per dtype
-        None, "--rtol", metavar="X", type=float,
-        help="relative tolerance of the eager check (default per dtype: float32 1e-4, "
-             "bfloat16 1.6e-2, float16 1e-3)")
+        None, "--rtol", group="check", metavar="X", type=float,
+        help="relative tolerance (default: per dtype)")
     atol: float | None = option(
-        None, "--atol", metavar="X", type=float,
-        help="absolute tolerance of the eager check (default per dtype: float32 1e-5, "
-             "bfloat16 1e-2, float16 1e-3)")
+        None, "--atol", group="check", metavar="X", type=float,
+        help="absolute tolerance (default: per dtype)")
     localize: str = option(
-        "auto", "--localize", choices=LOCALIZE_MODES,
-        help="how to find the first divergent node: auto (one compile with every intermediate "
-             "as an output, bisection if that hides the difference) or bisect (prefix bisection "
-             "only, when fusion matters)")
+        "auto", "--localize", group="check", choices=LOCALIZE_MODES,
+        help="how to find the first wrong node (default %(default)s)")
     stance: str | None = option(
-        None, "--stance", choices=STANCES, type=str,
-        help="run under torch.compiler.set_stance(STANCE); force_eager records an eager run "
-             "of a compiled program, for `graphdbg diff`")
-    eager: bool = option(True, "--no-eager",
-                         help="do not record eager aten ops (compiled side only)")
+        None, "--stance", group="program", choices=STANCES, type=str,
+        help="run under torch.compiler.set_stance(STANCE)")
+    eager: bool = option(True, "--no-eager", group="record",
+                         help="record the compiled side only, no eager ops")
     eager_steps: tuple[int, int] = option(
-        (10, 100), "--eager-steps", metavar="FIRST,EVERY", type=eager_steps, show=show_eager_steps,
-        help="record eager ops on the first FIRST steps, then on one step in EVERY (default "
-             "%(default)s; `all`: every step). A step is an optimizer step, or a call of the first "
-             "compiled graph; a program without steps is recorded whole. Between recorded steps "
-             "the recorder is off, so a training loop's eager ops (optimizer, clipping) cost "
-             "nothing there")
+        (10, 100), "--eager-steps", group="record", metavar="FIRST,EVERY", type=eager_steps,
+        show=show_eager_steps,
+        help="record FIRST steps, then 1 in EVERY (default %(default)s)")
     kernel_times: bool = option(
-        True, "--no-kernel-times",
-        help="do not time inductor's kernels per source line (that turns on inductor's "
-             "provenance tracking, which is part of its cache key)")
+        True, "--no-kernel-times", group="profile",
+        help="do not time inductor's kernels per source line")
     max_ops: int = option(
-        200_000, "--max-ops", metavar="N",
-        help="eager ops recorded one row each (later ones only counted and timed in the "
-             "per-op summary; default %(default)s)")
+        200_000, "--max-ops", group="record", metavar="N",
+        help="eager ops kept one row each (default %(default)s)")
     py_spy: bool = option(
-        False, "--py-spy",
-        help="sample the program's Python stacks with py-spy (the profile extra): a "
-             "speedscope file next to the run, samples per source line in the report; where "
-             "ptrace is not allowed, one line says so and the run goes on")
-    py_spy_rate: int = option(100, "--py-spy-rate", metavar="HZ",
+        False, "--py-spy", group="profile",
+        help="sample Python stacks with py-spy (a speedscope file)")
+    py_spy_rate: int = option(100, "--py-spy-rate", group="profile", metavar="HZ",
                               help="py-spy's samples per second (default %(default)s)")
     profile: bool = option(
-        False, "--profile",
-        help="record torch.profiler traces next to the run (RUN.profile/, TensorBoard's "
-             "layout: open them in Perfetto, or in TensorBoard with graphdbg[tensorboard]); a "
-             "step is an optimizer step, or a call of the first compiled graph")
+        False, "--profile", group="profile",
+        help="write torch.profiler traces next to the run file")
     profile_steps: tuple[int, int, int, int] = option(
-        (1, 1, 3, 1), "--profile-steps", metavar="WAIT,WARMUP,ACTIVE,REPEAT", type=steps,
-        show=lambda s: ",".join(map(str, s)),
-        help="torch.profiler's schedule in steps (default %(default)s: bounded however long "
-             "the program runs)")
+        (1, 1, 3, 1), "--profile-steps", group="profile", metavar="WAIT,WARMUP,ACTIVE,REPEAT",
+        type=steps, show=lambda s: ",".join(map(str, s)),
+        help="the profiler's schedule in steps (default %(default)s)")
     progress: bool = False            # rich status line and progress bars on stderr (a terminal)
 
     def __post_init__(self) -> None:

@@ -4,12 +4,23 @@ RANK and WORLD_SIZE), and where its run file goes.
 
 Each rank writes its own file, ``rank<R>.run``, in one folder per job; no
 rank talks to another (graphdbg issues no collectives), so the folder name
-must come from what every rank of the job already shares: the elastic run id
-(``torchrun --rdzv-id``, a fresh one under ``--standalone``), else SLURM's job
-id, else the launcher's pid (torchrun's agent or mpirun is every local rank's
-parent). On several machines without a run id the folders differ per
-machine: ``-o DIR`` names one. A world of one process is no job: its run
-file is named as any other.
+must come from what every rank of the job already shares, the launcher's own
+ids, in this order:
+
+- the elastic run id (``torchrun --rdzv-id``; a fresh UUID under
+  ``--standalone`` and on one machine without ``--master-port``);
+- SLURM's job id (and step);
+- the folder torchrun's agent made for this launch's logs, which it names in
+  each rank's TORCHELASTIC_ERROR_FILE: the one launch id there is when the run
+  id is torchrun's default "none", as under ``accelerate launch`` (its
+  multi-GPU launcher starts torchrun's agent with a fixed port and no run id;
+  accelerate sets no job id of its own);
+- last, the launcher's pid (torchrun's agent or mpirun is every local rank's
+  parent).
+
+On several machines without a shared id the folders differ per machine:
+``-o DIR`` names one. A world of one process is no job: its run file is
+named as any other.
 
 No torch import here.
 """
@@ -72,12 +83,29 @@ def from_env(env=None) -> RankInfo | None:
     job = run_id or env.get("SLURM_JOB_ID")
     if job and env.get("SLURM_STEP_ID") and not run_id:
         job = f"{job}.{env['SLURM_STEP_ID']}"
+    job = job or _agent_launch(env)
     if job is None:   # the launcher (torchrun's agent, mpirun): every local rank's parent
         job = f"pid{os.getppid()}"
     return RankInfo(rank=rank, world_size=world, local_rank=local, local_world_size=local_world,
                     group_rank=_int(env, "GROUP_RANK"),
                     restart=_int(env, "TORCHELASTIC_RESTART_COUNT") or 0,
                     job=re.sub(r"[^\w.-]", "_", job))
+
+
+def _agent_launch(env) -> str | None:
+    """The id torchrun's agent gave this launch's log folder, from the
+    rank's error file ``<log dir>/<run id>_<id>/attempt_<n>/<local rank>/
+    error.json`` (torch.distributed.elastic's DefaultLogsSpecs; a temporary
+    folder's random name, the same for every rank the agent started). None
+    where the path is not of that form (``--log-dir /dev/null``: empty)."""
+    parts = re.split(r"[/\\]", env.get("TORCHELASTIC_ERROR_FILE") or "")
+    if len(parts) < 5 or parts[-1] != "error.json" or not parts[-3].startswith("attempt_"):
+        return None
+    prefix = f"{env.get('TORCHELASTIC_RUN_ID') or 'none'}_"
+    folder = parts[-4]
+    if not folder.startswith(prefix):
+        return None
+    return folder[len(prefix):] or None
 
 
 def job_folder(stem: str, info: RankInfo) -> str:
