@@ -94,12 +94,12 @@ def assert_every_finding_has_a_line(doc: dict) -> None:
                         for d in missing))
 
 
-def report_text(run: Path | str) -> str:
-    """`graphdbg report RUN` (the rich summary), in-process."""
+def report_text(run: Path | str, *flags: str) -> str:
+    """`graphdbg report [FLAGS] RUN` (the rich summary), in-process."""
     from graphdbg.cli import main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(["report", str(run)])
+        rc = main(["report", *flags, str(run)])
     assert rc == 0, err.getvalue()
     return out.getvalue()
 
