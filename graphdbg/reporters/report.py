@@ -46,10 +46,9 @@ def eager_steps_line(steps: dict | None) -> str | None:
 
 
 def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:
-    """"3 graphs, 2 exports, 1 graph break ×3, 1 recompile, 1520 eager ops":
-    the compiled graphs, exports apart; each kind's findings (places), with
-    how often they were hit where more than once (a graph break's hits as
-    torch counts them), as the Problems section lists them."""
+    """"3 graphs, 2 exports, 1 graph break, 1 recompile, 1520 eager ops": the
+    compiled graphs, exports apart, and each kind's findings as the Problems
+    section lists them (how often each was hit is on its own line there, ×N)."""
     exports = sum(g.kind != "compile" for g in graphs)
     compiled = len(graphs) - exports
     parts = [f"{compiled} graph{'s' if compiled != 1 else ''}"]
@@ -62,11 +61,7 @@ def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> 
                         ("export_specialized", "export-fixed value")):
         c = counts.get(kind)
         if c is not None and c.sites:
-            n, sites = c.count, c.sites
-            text = f"{sites} {label}{'s' if sites != 1 else ''}"
-            if sites != n:
-                text += f" ×{n}"
-            parts.append(text)
+            parts.append(f"{c.sites} {label}{'s' if c.sites != 1 else ''}")
     parts.append(f"{eager_ops} eager ops")
     return ", ".join(parts)
 
