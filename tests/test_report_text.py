@@ -316,3 +316,24 @@ def test_explain_a_misspelt_kind_is_one_line_and_exit_2():
     out = explain("zzz")
     assert out.returncode == 2 and "did you mean" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_torchs_generic_hint_lines_are_left_out_or_said_with_graphdbgs_command():
+    from graphdbg.analysis.advice import what_to_do
+    eager = ("Your code may result in an error when running in eager. Please double check that "
+             "your code doesn't contain a similar error when actually running eager/uncompiled. "
+             "You can do this by removing the `torch.compile` call, or by using "
+             "`torch.compiler.set_stance(\"force_eager\")`. ")
+    advice = what_to_do("compile_error", "\n".join([
+        "Use `torch.cond` to express dynamic control flow.", eager,
+        "This graph break is fundamental - it is unlikely that Dynamo will ever be able to "
+        "trace through your code. Consider finding a workaround.",
+        "This is likely to be a Dynamo bug. Please report an issue to PyTorch."]))
+    assert advice.hint == "Use `torch.cond` to express dynamic control flow."
+    assert advice.fixes == [
+        "It may fail without torch.compile too: `graphdbg run --stance force_eager SCRIPT` "
+        "runs it eagerly (torch.compiler.set_stance(\"force_eager\"))",
+        "This is likely to be a Dynamo bug. Please report an issue to PyTorch."]
+    # graphdbg's own hint, and a finding without one, pass as they are
+    assert what_to_do("recompile", "Mark it dynamic.") == ("Mark it dynamic.", [], False)
+    assert what_to_do("nan_inf", None) == (None, [], False)

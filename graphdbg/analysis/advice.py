@@ -6,7 +6,7 @@ compiled forward it says "Consider using an equivalent alternative
 function/method to `print`"; many breaks end in "Please report an issue to
 PyTorch". `what_to_do` drops those lines and, for the breaks a newcomer
 meets first (`print`, `.item()`, an `if` on a tensor), says what works
-instead (each way out checked on torch 2.13: tests/test_report_advice.py).
+instead (each way out checked under torch.compile: tests/test_report_demo.py).
 The run file keeps torch's text as it was (`graphdbg report --json`).
 """
 
@@ -23,6 +23,7 @@ class Advice(NamedTuple):
     fixes: list[str]          # ways out, one a line
     own: bool = False         # graphdbg's words for the cause (torch's explanation adds nothing)
 
+
 # torch's hint lines that say nothing about this program (torch 2.13's graph
 # break registry, torch/_dynamo/graph_break_registry.json: the most common)
 _GENERIC_LINES = [re.compile(p) for p in (
@@ -37,6 +38,10 @@ _GENERIC_LINES = [re.compile(p) for p in (
 _GENERIC_SENTENCES = [re.compile(p) for p in (
     r"\s*Consider using an equivalent alternative function/method to `[^`]*`\.",
 )]
+# torch's long way of saying a thing graphdbg can say with its own command
+_REWORDED = [(re.compile(r"^Your code may result in an error when running in eager\..*"),
+              "It may fail without torch.compile too: `graphdbg run --stance force_eager "
+              "SCRIPT` runs it eagerly (torch.compiler.set_stance(\"force_eager\"))")]
 
 _PRINT = "builtin operator `print`"
 _PRINT_HINT = "print() cannot go into a graph: the graph breaks here."
@@ -99,6 +104,9 @@ def _plain(line: str) -> str:
     line = line.strip()
     if any(p.search(line) for p in _GENERIC_LINES):
         return ""
+    for p, own in _REWORDED:
+        if p.search(line):
+            return own
     for p in _GENERIC_SENTENCES:
         line = p.sub("", line)
     return line.strip()
