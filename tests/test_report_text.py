@@ -101,8 +101,9 @@ def write_run(folder: Path) -> Path:
                  hint=SKIPPED_HINTS, user_frame=fr[9], stack=call, compile_id="1/0",
                  detail={"gb_id": "gb0007", "gb_type": "Attempted to call function marked as "
                                                       "skipped",
-                         "explanation": "Dynamo does not know how to trace the builtin "
-                                        "`zlib.crc32.`"})
+                         "explanation": "Dynamo developers have intentionally marked that the "
+                                        "function `checksum` in file `lib.py` should not be "
+                                        "traced."})
     w.diagnostic("size", kind="recompile", severity="warning",
                  message="recompile of forward() at model.py:5: tensor 'x' size (dim 0) "
                          "changed: was 32, now 4 (2 compiled frames recompiled: forward() at "

@@ -27,7 +27,7 @@ class Advice(NamedTuple):
 # torch's hint lines that say nothing about this program (torch 2.13's graph
 # break registry, torch/_dynamo/graph_break_registry.json: the most common)
 _GENERIC_LINES = [re.compile(p) for p in (
-    r"^Please report an issue to PyTorch\.?$",
+    r"^Please (?:report|file) an issue (?:to|on|with) PyTorch\.?$",
     r"^Please open an issue\.?$",
     r"^This graph break is fundamental - it is unlikely that Dynamo will ever be able to trace "
     r"through your code\. Consider finding a workaround\.$",
@@ -50,6 +50,14 @@ _PRINT_FIXES = [
     "or guard it: if not torch.compiler.is_compiling(): print(...)",
     "or print after the graph runs (tensors, numbers and strings only): "
     "torch._dynamo.config.reorderable_logging_functions.add(print)",
+]
+
+_OPAQUE_HINT = ("torch.compile cannot look inside this function (a Python builtin or C code): "
+                "the graph breaks at the call.")
+_OPAQUE_FIXES = [
+    "call it outside the compiled function and pass its result in",
+    "for C/C++ code that works on tensors: make it a custom op (torch.library.custom_op), "
+    "which a graph can hold",
 ]
 
 # torch's graph-break ids (stable across releases: gbNNNN) that get graphdbg's words
@@ -122,6 +130,9 @@ def _graph_break(hint: str | None, detail: Any) -> Advice | None:
     if gb_id in _BREAKS:
         text, fixes = _BREAKS[gb_id]
         return Advice(text, list(fixes), True)
+    if gb_id == "gb0007" and "either a Python builtin" in explanation:
+        # a builtin or a C extension (zlib.crc32): torch's "file an issue on GitHub" first
+        return Advice(_OPAQUE_HINT, list(_OPAQUE_FIXES), True)
     return None
 
 
