@@ -151,14 +151,11 @@ def reports(tmp_path_factory) -> dict[str, str]:
     run's folder (paths as a user there sees them)."""
     folder = tmp_path_factory.mktemp("report-text")
     write_run(folder)
-    mp = pytest.MonkeyPatch()
-    mp.chdir(folder)
-    mp.setenv("COLUMNS", "80")
-    try:
-        return {"default": report_text("model.run"), "full": report_text("model.run", "--full"),
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        return {"default": report_text("model.run", width=80),
+                "full": report_text("model.run", "--full", width=80),
                 "run": str(folder / "model.run")}
-    finally:
-        mp.undo()
 
 
 def assert_fits(text: str, width: int = 80) -> None:

@@ -30,7 +30,8 @@ class ReportCommand:
                          help="run file, or a job's folder of rank files, or a directory "
                               "(its newest run; default: newest *.run here)")
         rep.add_argument("--full", action="store_true",
-                         help="every table: graph columns with compile ids and call times, "
+                         help="every table of a run file: graph columns with compile ids and "
+                              "call times, "
                               "compile time, compiled time per line, py-spy samples, slowest "
                               "graph nodes and eager ops, every way out of each problem")
         rep.add_argument("--json", action="store_true",
