@@ -56,9 +56,11 @@ def test_the_demo_report_opens_with_the_miscompile_at_its_line(runs):
     assert lines[first + 2].strip() == "^" * len("torch.tanh(h)")
     assert lines[first + 2].index("^") == lines[first + 1].index("torch.tanh")
     block = " ".join(" ".join(lines[first:heads[1][0]]).split())
-    assert "at node h, where the op alone, given eager's inputs, is wrong too" in block
+    assert "Compiled torch.tanh differs from eager by up to" in block
+    assert "at node h, where the op alone, on eager's inputs, is wrong too" in block
     assert "sides with eager" in block
-    assert "what to do: A bug of the backend FaultyBackend" in block
+    assert "what to do: Report it to FaultyBackend's authors, with this line and op." in block
+    assert 'meanwhile, backend="aot_eager" was right here' in block
     # the break and the recompile, each with its way out
     text = " ".join(" ".join(lines).split())
     assert "what to do: print() cannot go into a graph" in text

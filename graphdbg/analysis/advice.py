@@ -156,7 +156,6 @@ def _divergence(hint: str | None, d: Any) -> Advice | None:
     if not right:
         return None
     why = "" if alone else f" ({op} alone is right: how it was fused, or earlier rounding)"
-    return Advice(f"A bug of the backend {d.stage}{why}: report it to its authors with "
-                  f"this line and op.",
+    return Advice(f"Report it to {d.stage}'s authors{why}, with this line and op.",
                   [f'meanwhile, backend="{right[0]}" was right here; or keep this code out of '
                    f"the compiled function (torch.compiler.disable)"], True)

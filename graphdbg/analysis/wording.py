@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from ..runfile.query import Graph
 
 __all__ = ["CARET_KINDS", "PHASE_LABELS", "STAGE_WORDS", "backend_label", "divergence_sentences",
-           "export_text", "hint_and_fixes",
-           "model_name", "size_name", "specialized_lines", "specialized_text"]
+           "export_text", "hint_and_fixes", "model_name", "says_message", "size_name",
+           "specialized_lines", "specialized_text"]
 
 # findings whose line gets a caret even without its span (the whole line's code):
 # the line that failed
@@ -170,12 +170,22 @@ STAGE_WORDS = {"aot_eager": "aot_eager (torch's own tracing, no backend)",
                                              "decompositions, as inductor gets them)"}
 
 
+def says_message(d) -> bool:
+    """Whether `divergence_sentences` says all that a compiled graph's
+    divergence message says (the op, how it differs; its stage is the
+    advice's): then a view may show the sentences alone."""
+    return bool(d.classification in ("miscompile", "precision", "random")
+                and d.direction != "backward" and not d.exported and not d.branch
+                and d.target and d.max_abs is not None and d.other_side == "compiled")
+
+
 def divergence_sentences(d, full: bool = False, stage: bool = True) -> list[str]:
     """A divergence (`DivergenceDetail`) in plain sentences: by how much the
-    values differ and at which node, whether the op is wrong on its own
-    inputs, which side float64 sides with, and (``stage``) which stage of the
-    ladder (aot_eager, torch's decompositions, the user's backend) first
-    differs; ``full`` adds how it was localised. What is unknown is left out."""
+    values differ and at which node (naming the op where `says_message`),
+    whether the op is wrong on its own inputs, which side float64 sides
+    with, and (``stage``) which stage of the ladder (aot_eager, torch's
+    decompositions, the user's backend) first differs; ``full`` adds how it
+    was localised. What is unknown is left out."""
     other = d.other_side
     where = f"node {d.node}" if d.node else (d.target or "the output")
     if d.module_path:
@@ -183,29 +193,34 @@ def divergence_sentences(d, full: bool = False, stage: bool = True) -> list[str]
     out = []
     iso = d.isolated or {}
     alone = ("" if not iso.get("decided") else
-             ", where the op alone, given eager's inputs, is wrong too" if iso.get("diverges")
-             else ", where the op alone, given eager's inputs, is right (the difference comes "
+             ", where the op alone, on eager's inputs, is wrong too" if iso.get("diverges")
+             else ", where the op alone, on eager's inputs, is right (the difference comes "
                   "from the ops before it, or from how they were fused)")
-    if d.max_abs is not None:
+    if d.max_abs is not None and says_message(d) and d.classification == "random":
+        out.append(f"Compiled {d.target} draws other random numbers than eager: up to "
+                   f"{num(d.max_abs)} apart at {where}; that alone is no bug.")
+    elif d.max_abs is not None:
         rel = (f" ({d.max_rel * 100:.2g}%)"
                if d.max_rel is not None and d.max_rel < 1 and d.classification != "random"
                else "")
         tail = "; that alone is no bug" if d.classification == "random" else alone
-        out.append(f"Off by up to {num(d.max_abs)}{rel} at {where}{tail}.")
+        head = (f"Compiled {d.target} differs from eager by up to" if says_message(d)
+                else "Off by up to")
+        out.append(f"{head} {num(d.max_abs)}{rel} at {where}{tail}.")
     elif alone:
         out.append(f"At {where}{alone}.")
     e, c = d.eager_vs_fp64, d.compiled_vs_fp64
-    judge = "float64 (the graph recomputed in double precision)"
+    judge = "float64 (the same graph in double precision)"
     if d.nonfinite_side and d.fp64_finite is not None:
         out.append(f"{judge[0].upper()}{judge[1:]} is "
                    f"{'finite' if d.fp64_finite else 'NaN/Inf too'} there.")
     elif d.classification != "random" and e is not None and c is not None:
         if c > e:
-            out.append(f"{judge[0].upper()}{judge[1:]} sides with eager: error {num(e)}, "
-                       f"against {num(c)} {other}.")
+            out.append(f"{judge[0].upper()}{judge[1:]} sides with eager (error {num(e)}; "
+                       f"{other}: {num(c)}).")
         elif e > c:
-            out.append(f"{judge[0].upper()}{judge[1:]} sides with {other}: error {num(c)}, "
-                       f"against {num(e)} eager; {other} is the more exact.")
+            out.append(f"{judge[0].upper()}{judge[1:]} sides with {other} (error {num(c)}; "
+                       f"eager: {num(e)}): {other} is the more exact.")
         else:
             out.append(f"Eager and {other} are as far from {judge}.")
     said = _stage_sentence(d) if stage else None

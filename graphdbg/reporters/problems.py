@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 
 from ..analysis.advice import what_to_do
-from ..analysis.wording import CARET_KINDS, divergence_sentences, specialized_lines
+from ..analysis.wording import (CARET_KINDS, divergence_sentences, says_message,
+                                specialized_lines)
 from ..core.format import at, caret, clip
 from ..runfile.details import parse as parse_detail
 from ..runfile.query import Finding
@@ -54,12 +55,13 @@ def _problem(f: Finding, full: bool) -> list:
         if f.col is not None or f.kind in CARET_KINDS:
             # under the caret's span; the whole line only where none is known
             out.append(_row(f"    {'':>5}   [red]{caret(f.code, f.col, f.end_col)}[/]"))
+    # (a divergence without a stored detail still gets its line, of unknowns)
+    detail = f.detail if f.detail is not None else parse_detail(f.kind, {})
     message = f.message
     if f.kind == "recompile" and not full:   # each frame is a graph row (--full: all)
         message = _FRAMES.sub("", message)
-    indented(escape(message))
-    # (a divergence without a stored detail still gets its line, of unknowns)
-    detail = f.detail if f.detail is not None else parse_detail(f.kind, {})
+    if not (f.kind == "divergence" and says_message(detail) and not full):
+        indented(escape(message))   # (else the sentences below say it)
     advice = what_to_do(f.kind, f.hint, detail, getattr(detail, "fixes", None))
     if f.kind == "divergence":
         # the stage is in the advice ("a bug of the backend X"), else said here
