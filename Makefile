@@ -19,10 +19,13 @@ $(STAMP): pyproject.toml constraints/oldest.txt constraints/tools.txt
 	set -o pipefail; $(BIN)/python -m pip install -q -c constraints/oldest.txt -e '.[test]' 2>&1 | { $(PIP_FILTER) || true; }
 	touch $(STAMP)
 
-# Runs the showcase sample under `graphdbg run` and prints the report.
+# Runs samples/demo.py under `graphdbg run` (a miscompiled tanh, a graph break,
+# a recompile; the aot_eager backend compiles in seconds) and prints the report
+# at the terminal's width, then the command that opens the run in the TUI.
 demo: $(STAMP)
-	$(BIN)/graphdbg run -o showcase.run samples/showcase.py
-	$(BIN)/graphdbg report showcase.run
+	$(BIN)/graphdbg run -q -o demo.run samples/demo.py --backend aot_eager
+	$(BIN)/graphdbg report demo.run
+	@echo "next: source $(BIN)/activate, then graphdbg tui demo.run"
 
 # graphdbg's overheads against peers and plain runs, one table (README's
 # "Performance" says how long it takes; benchmarks/bench.py --help: --quick and
@@ -93,4 +96,4 @@ test-torch-latest: $(LATEST_STAMP)
 	$(call run_pytest,$(LATEST_VENV)/bin)
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) *.egg-info .pytest_cache showcase.run
+	rm -rf $(VENV) $(LATEST_VENV) *.egg-info .pytest_cache showcase.run demo.run

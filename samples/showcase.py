@@ -1,5 +1,5 @@
-"""graphdbg demo: a tiny character-level language model with one graph break
-and one recompile (this is what ``make demo`` runs).
+"""graphdbg showcase: a tiny char-level language model, one graph break and
+one recompile (``make demo`` runs samples/demo.py: it adds a miscompile).
 
 What happens:
 

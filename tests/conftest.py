@@ -94,12 +94,15 @@ def assert_every_finding_has_a_line(doc: dict) -> None:
                         for d in missing))
 
 
-def report_text(run: Path | str) -> str:
-    """`graphdbg report RUN` (the rich summary), in-process."""
+def report_text(run: Path | str, *flags: str, width: int = 120) -> str:
+    """`graphdbg report [FLAGS] RUN` (the rich summary), in-process, ``width``
+    columns wide (the report honours COLUMNS, which xdist's workers set to 80)."""
     from graphdbg.cli import main
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(["report", str(run)])
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", str(width))
+        rc = main(["report", *flags, str(run)])
     assert rc == 0, err.getvalue()
     return out.getvalue()
 

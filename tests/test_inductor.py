@@ -51,9 +51,11 @@ def test_mlp_under_inductor(runs, workdir):
         assert linears and all(n["file"] == str(sample) and n["module_class"] == "Linear"
                                for n in linears)
     assert_same_outputs(base, r)
-    # the graphs table: graph 1, compiled from forward in mlp_clean.py, by inductor
-    text = report_text(r.run)
-    assert re.search(r"^\s+1\s+0/0\s+forward\s+mlp_clean\.py:\d+\s+inductor\s", text, re.M)
+    # the graphs table (--full: with the compile id): graph 1, compiled from
+    # forward in mlp_clean.py, by inductor (every graph's backend: in the title)
+    text = report_text(r.run, "--full")
+    assert re.search(r"^\s+1\s+0/0\s+forward\s+mlp_clean\.py:\d+\s", text, re.M)
+    assert re.search(r"^Graphs \(1\), backend inductor ─", text, re.M)
 
     # where the compile time went: the phases add up to the compile's total
     (c,) = doc["compile_times"]

@@ -383,7 +383,7 @@ def test_compiled_lines_keep_their_times_beside_a_long_source_line():
     # nanoGPT's attention line is wider than the terminal: the times stay
     from rich.console import Console
     from graphdbg.analysis.lines import CompiledLine
-    from graphdbg.reporters.report import _compiled_lines_section
+    from graphdbg.reporters.tables import compiled_lines_section
     code = ("y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
             "dropout_p=self.dropout if self.training else 0, is_causal=True)")
     line = CompiledLine(file="/x/model.py", line=64, function="forward", code=code,
@@ -391,7 +391,7 @@ def test_compiled_lines_keep_their_times_beside_a_long_source_line():
                         eager_ref_ns=3533947, kernels=("cpp_fused_0", "extern_kernels.mm"),
                         graph_ids=(1,), steady=True, samples=3)
     console = Console(width=120, record=True)
-    for part in _compiled_lines_section([line]):
+    for part in compiled_lines_section([line]):
         console.print(part)
     text = console.export_text()
     assert "fwd/call" in text and "218.7 µs" in text and "3.53 ms" in text and "model.py:64" in text
@@ -453,7 +453,7 @@ def test_the_report_says_an_onnx_translation_failure_one_way_out_a_line(tmp_path
     w.close(exit_status=1, status="failed")
     text = report_text(tmp_path / "x.run")
     lines = [ln.strip() for ln in text.splitlines()]
-    i = lines.index("hint: ONNX has no function for my.twice.default, which this line calls. "
+    i = lines.index("what to do: ONNX has no function for my.twice.default, which this line calls. "
                     "Ways out:")
     assert lines[i + 1:i + 4] == [f"- {f}" for f in fixes]
     assert "sizes fixed while it ran: x.size()[0] = 3 at m.py:4" in lines
@@ -486,9 +486,14 @@ def test_the_report_and_its_json_of_an_onnx_export(onnx_run_path):
     assert ort["detail"]["exported"] == "onnx" and ort["detail"]["opset"] == 20
 
     text = report_text(onnx_run_path)
-    # the Graphs table's row: no compile id, the model, the export's time, its ONNX calls
-    assert re.search(r"^\s+1\s+-\s+Block\s+onnx_translation\.py:\d+\s+onnx \(opset 20\)\s+11\s+"
-                     r"[\d.]+ s\s+2\s", text, re.M), text
+    # the Graphs table's row: the model, the export's time, its ONNX calls; the
+    # backend (the same for every graph) in the title
+    assert re.search(r"^\s+1\s+Block\s+onnx_translation\.py:\d+\s+11\s+[\d.]+ s\s+2$",
+                     text, re.M), text
+    assert re.search(r"^Graphs \(1\), backend onnx \(opset 20\) ─", text, re.M), text
+    # --full: no compile id
+    full = report_text(onnx_run_path, "--full")
+    assert re.search(r"^\s+1\s+-\s+Block\s+onnx_translation\.py:\d+\s+11\s+2\s", full, re.M), full
     flat = " ".join(text.split())
     assert (f"ONNX: graph 1 is Block exported by torch.onnx.export at onnx_translation.py:"
             f"{g['line']} in ") in flat

@@ -50,10 +50,13 @@ def line_with(path: Path, text: str) -> int:
 
 
 def cli(*args: str) -> tuple[int, str]:
-    """`graphdbg ARGS` in-process: (exit status, stdout)."""
+    """`graphdbg ARGS` in-process: (exit status, stdout), 120 columns wide
+    (the views honour COLUMNS, which xdist's workers set to 80)."""
     from graphdbg.cli import main
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "120")
         try:
             rc = main(list(args))
         except SystemExit as exc:   # --help

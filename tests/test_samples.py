@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 from conftest import AOT, SAMPLES, group, markers, sites
 
 SAMPLE_NAMES = ["mlp_clean", "graph_breaks", "recompiles", "eager_only", "train_loop",
-                "transformer", "showcase", "hf_gpt2", "divergence_faulty", "clean_compare"]
+                "transformer", "showcase", "hf_gpt2", "divergence_faulty", "clean_compare",
+                "demo"]
 PARAMS = [pytest.param(n, marks=group(n)) for n in SAMPLE_NAMES]
 
 

@@ -10,7 +10,10 @@ typed records, as plain frozen records (no rich, no textual, no SQL).
   (`graphdbg diff DIR`); `jobtext` — the job's header, rank lists and where a
   rank was, in the words every view of a job uses.
 - `wording` — the words `graphdbg report` and the TUI share about one run (backend
-  labels, an export's line, a hint's ways out, fixed sizes, compile phases).
+  labels, an export's line, a hint's ways out, fixed sizes, compile phases, a
+  divergence in plain sentences); `advice` — what to do about a finding, in
+  graphdbg's words where torch's hint is generic; `kinds` — what each kind of
+  finding means (`graphdbg explain`).
 - `lines` — compiled time per user line (a fused kernel split between its
   lines, never more than the graph's time), for the report, JSON and TUI;
   `compiletime` — what the caches gave a compile, agreeing with its phases.

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..core.format import brief
+from ..core.format import brief, num
 
 if TYPE_CHECKING:
     from ..runfile.query import Graph
 
-__all__ = ["CARET_KINDS", "PHASE_LABELS", "backend_label", "export_text", "hint_and_fixes",
-           "model_name", "size_name", "specialized_lines", "specialized_text"]
+__all__ = ["CARET_KINDS", "PHASE_LABELS", "STAGE_WORDS", "backend_label", "divergence_sentences",
+           "export_text", "hint_and_fixes", "model_name", "says_message", "size_name",
+           "specialized_lines", "specialized_text"]
 
 # findings whose line gets a caret even without its span (the whole line's code):
 # the line that failed
@@ -159,3 +160,95 @@ def export_text(g: Graph, checked_calls: list[int] | None = None,
 
 def _n(n: int | None, what: str) -> str:
     return f"{n if n is not None else '?'} {what}{'' if n == 1 else 's'}"
+
+
+# -- a divergence in sentences ---------------------------------------------------------
+
+# the stages of graphdbg's ladder before the user's backend, glossed once
+STAGE_WORDS = {"aot_eager": "aot_eager (torch's own tracing, no backend)",
+               "aot_eager_decomp_partition": "aot_eager_decomp_partition (torch's "
+                                             "decompositions, as inductor gets them)"}
+
+
+def says_message(d) -> bool:
+    """Whether `divergence_sentences` says all that a compiled graph's
+    divergence message says (the op, how it differs; its stage is the
+    advice's): then a view may show the sentences alone."""
+    return bool(d.classification in ("miscompile", "precision", "random")
+                and d.direction != "backward" and not d.exported and not d.branch
+                and d.target and d.max_abs is not None and d.other_side == "compiled")
+
+
+def divergence_sentences(d, full: bool = False, stage: bool = True) -> list[str]:
+    """A divergence (`DivergenceDetail`) in plain sentences: by how much the
+    values differ and at which node (naming the op where `says_message`),
+    whether the op is wrong on its own inputs, which side float64 sides
+    with, and (``stage``) which stage of the ladder (aot_eager, torch's
+    decompositions, the user's backend) first differs; ``full`` adds how it
+    was localised. What is unknown is left out."""
+    other = d.other_side
+    where = f"node {d.node}" if d.node else (d.target or "the output")
+    if d.module_path:
+        where += f" in {d.module_path}" + (f" ({d.module_class})" if d.module_class else "")
+    out = []
+    iso = d.isolated or {}
+    alone = ("" if not iso.get("decided") else
+             ", where the op alone, on eager's inputs, is wrong too" if iso.get("diverges")
+             else ", where the op alone, on eager's inputs, is right (the difference comes "
+                  "from the ops before it, or from how they were fused)")
+    if d.max_abs is not None and says_message(d) and d.classification == "random":
+        out.append(f"Compiled {d.target} draws other random numbers than eager: up to "
+                   f"{num(d.max_abs)} apart at {where}; that alone is no bug.")
+    elif d.max_abs is not None:
+        rel = (f" ({d.max_rel * 100:.2g}%)"
+               if d.max_rel is not None and d.max_rel < 1 and d.classification != "random"
+               else "")
+        tail = "; that alone is no bug" if d.classification == "random" else alone
+        head = (f"Compiled {d.target} differs from eager by up to" if says_message(d)
+                else "Off by up to")
+        out.append(f"{head} {num(d.max_abs)}{rel} at {where}{tail}.")
+    elif alone:
+        out.append(f"At {where}{alone}.")
+    e, c = d.eager_vs_fp64, d.compiled_vs_fp64
+    judge = "float64 (the same graph in double precision)"
+    if d.nonfinite_side and d.fp64_finite is not None:
+        out.append(f"{judge[0].upper()}{judge[1:]} is "
+                   f"{'finite' if d.fp64_finite else 'NaN/Inf too'} there.")
+    elif d.classification != "random" and e is not None and c is not None:
+        if c > e:
+            out.append(f"{judge[0].upper()}{judge[1:]} sides with eager (error {num(e)}; "
+                       f"{other}: {num(c)}).")
+        elif e > c:
+            out.append(f"{judge[0].upper()}{judge[1:]} sides with {other} (error {num(c)}; "
+                       f"eager: {num(e)}): {other} is the more exact.")
+        else:
+            out.append(f"Eager and {other} are as far from {judge}.")
+    said = _stage_sentence(d) if stage else None
+    if said:
+        out.append(said)
+    if full:
+        if d.compiles is not None:
+            how = f" ({d.method})" if d.method else ""
+            out.append(f"Localised with {d.compiles} extra compile{'s' if d.compiles != 1 else ''}"
+                       f"{how}.")
+        if d.output_max_abs is not None:
+            out.append(f"At the graph's output: up to {num(d.output_max_abs)} off.")
+        if d.undecided:
+            out.append(f"Not decided: {'; '.join(map(str, d.undecided))[:200]}.")
+    return out
+
+
+def _stage_sentence(d) -> str | None:
+    if not d.stage:
+        return None
+    stages = list((d.compiles_by_stage or {}).keys())
+    if d.exported or d.stage not in stages:
+        return f"Found in {d.stage}."
+    right = stages[:stages.index(d.stage)]
+
+    def gloss(s: str) -> str:
+        return STAGE_WORDS.get(s, f"the backend {s}")
+    if right:
+        return (f"Right with {' and '.join(gloss(s) for s in right)}; first different with "
+                f"{gloss(d.stage)}.")
+    return f"Already different with {gloss(d.stage)}."

@@ -1,11 +1,11 @@
-"""`graphdbg report [RUN | DIR] [--json]`."""
+"""`graphdbg report [RUN | DIR] [--full] [--json]`."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from .output import console, write_json
+from .output import console, print_trimmed, write_json
 
 
 class ReportCommand:
@@ -15,8 +15,12 @@ class ReportCommand:
     def prepare_parser(self, subparsers: argparse._SubParsersAction) -> None:
         rep = subparsers.add_parser(
             "report", help="summarise a run file, or a distributed job's folder",
-            description="Print a summary of a run file: problems with their source lines, "
-                        "graphs, slowest eager ops. Given a job's folder (the rank<R>.run "
+            description="Print a summary of a run file: the problems first, each at its "
+                        "source line with what to do, then the graphs and the commands that "
+                        "show more; --full adds every table (compile time, compiled time per "
+                        "line, py-spy samples, slowest graph nodes and eager ops). `graphdbg "
+                        "explain KIND` says what a kind of problem means. Lines fit the "
+                        "terminal, or COLUMNS where it is set. Given a job's folder (the rank<R>.run "
                         "files that `graphdbg run` writes under torchrun or srun), first what "
                         "differs between the ranks (graphs, graph breaks, recompiles, "
                         "collectives, compile time, calls that waited), each at its source "
@@ -25,6 +29,11 @@ class ReportCommand:
         rep.add_argument("run", nargs="?",
                          help="run file, or a job's folder of rank files, or a directory "
                               "(its newest run; default: newest *.run here)")
+        rep.add_argument("--full", action="store_true",
+                         help="every table of a run file: graph columns with compile ids and "
+                              "call times, "
+                              "compile time, compiled time per line, py-spy samples, slowest "
+                              "graph nodes and eager ops, every way out of each problem")
         rep.add_argument("--json", action="store_true",
                          help="print the JSON document (schema: docs/report-json.md)")
 
@@ -34,18 +43,18 @@ class ReportCommand:
             return report_job(args.run, args.json)
         from ..reporters.report import newest_run
         path = newest_run(args.run) if args.run and os.path.isdir(args.run) else args.run
-        return report_run(path or newest_run(), args.json)
+        return report_run(path or newest_run(), args.json, args.full)
 
 
-def report_run(path: str, as_json: bool) -> int:
-    """`graphdbg report [RUN] [--json]`: one run file."""
+def report_run(path: str, as_json: bool, full: bool = False) -> int:
+    """`graphdbg report [RUN] [--full] [--json]`: one run file."""
     from ..runfile.query import Run
-    from ..reporters.report import document, render
+    from ..reporters.report import document, summary
     with Run(path) as run:
         if as_json:
             write_json(document(run))
         else:
-            render(run, console())
+            print_trimmed(console(), summary(run, full, path))
     return 0
 
 

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 
 from ..analysis.jobtext import position_lines
-from ..analysis.wording import (CARET_KINDS, PHASE_LABELS, backend_label, export_text,
-                               hint_and_fixes, model_name, specialized_lines)
+from ..analysis.wording import backend_label, export_text, model_name
 from ..core.errors import GraphdbgError
-from ..core.format import at, brief, caret, clip, ms, short
-from ..runfile.details import parse as parse_detail
-from ..analysis.compiletime import CACHE_NOTE, cache_text, shows_cache_load
-from ..analysis.lines import CompiledLine, compiled_lines
-from ..runfile.query import MIN_SAMPLES, CompileTime, Finding, Graph, KindCount, Run, Sampling
-from .json import JSON_SCHEMA, document, py_spy_lines, recompile_findings
+from ..core.format import brief, ms, short
+from ..runfile.query import MIN_SAMPLES, Finding, Graph, KindCount, Run
+from .json import JSON_SCHEMA, document
+from .fit import Col, FitTable
+from .problems import problems_section
+from .tables import full_tables
 
-__all__ = ["JSON_SCHEMA", "document", "newest_run", "position_lines", "render", "summary_lines"]
+__all__ = ["JSON_SCHEMA", "document", "newest_run", "position_lines", "render", "summary",
+           "summary_lines"]
 
 def newest_run(directory: str = ".") -> str:
     runs = [p for p in glob.glob(os.path.join(directory, "*.run")) if os.path.isfile(p)]
@@ -47,8 +46,9 @@ def eager_steps_line(steps: dict | None) -> str | None:
 
 
 def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:
-    """"3 graphs, 2 exports, 2 graph breaks (1 site), ..., 1520 eager ops": the
-    compiled graphs counted as torch counts them, exports apart."""
+    """"3 graphs, 2 exports, 1 graph break, 1 recompile, 1520 eager ops": the
+    compiled graphs, exports apart, and each kind's findings as the Problems
+    section lists them (how often each was hit is on its own line there, ×N)."""
     exports = sum(g.kind != "compile" for g in graphs)
     compiled = len(graphs) - exports
     parts = [f"{compiled} graph{'s' if compiled != 1 else ''}"]
@@ -61,38 +61,52 @@ def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> 
                         ("export_specialized", "export-fixed value")):
         c = counts.get(kind)
         if c is not None and c.sites:
-            n, sites = c.count, c.sites
-            text = f"{n} {label}{'s' if n != 1 else ''}"
-            if sites != n:
-                text += f" ({sites} site{'s' if sites != 1 else ''})"
-            parts.append(text)
+            parts.append(f"{c.sites} {label}{'s' if c.sites != 1 else ''}")
     parts.append(f"{eager_ops} eager ops")
     return ", ".join(parts)
 
 
-def render(run: Run, console) -> None:
-    """The summary of ``run`` on a rich console: the run, its problems, graphs,
-    compile and compiled time, py-spy's samples, the slowest nodes and eager ops."""
-    from rich.console import Group, NewLine
-    from rich.markup import escape
-    from rich.padding import Padding
-    from rich.rule import Rule
-    from rich.table import Table
-    from rich.text import Text
+def render(run: Run, console, full: bool = False, path: str | None = None) -> None:
+    """Print the summary of ``run`` (`summary`) on a rich console."""
+    console.print(summary(run, full, path))
 
-    out: list = []  # printed at once: one console.print per line costs more than the line
 
-    info = run.info
-    graphs = run.graphs()
+def summary(run: Run, full: bool = False, path: str | None = None):
+    """The summary of ``run`` as one rich renderable: the run, its problems
+    (each with what to do), its graphs, the terms used, and the commands that
+    show more. ``full`` adds every graph column and the tables of compile
+    time, compiled time per line, py-spy's samples, the slowest nodes and
+    eager ops. ``path``: the run file as the user named it (for the next
+    commands)."""
+    from rich.console import Group
+
     findings = run.findings()
-    argv = " ".join(info.argv or [])
-    status = info.exit_status
-    state = info.status
-    head = f"[bold]graphdbg run[/] {escape(argv)}"
-    wall = f", {info.wall_s:.1f} s" if info.wall_s else ""
+    graphs = run.graphs()
+    out: list = _header(run, graphs, full)  # printed at once: one print per line costs more
+    out += problems_section(findings, full)
+    out += _graphs_section(run, graphs, findings, full)
+    if full:
+        out += full_tables(run, findings)
+    info = run.info
+    if info.internal_errors:
+        out.append(f"[dim]graphdbg internal errors (recording continued): "
+                   f"{len(info.internal_errors)}; see `graphdbg report --json`[/]")
+    out += _tail(short(path or run.path), findings, full)
+    return Group(*out)
+
+
+def _header(run: Run, graphs: list[Graph], full: bool) -> list:
+    """What ran and how it ended, what was found, and what capture left out."""
+    from rich.markup import escape
+    info = run.info
+    out: list = []
+    status, state = info.exit_status, info.status
     colour = "green" if status == 0 else "red"
-    out.append(f"{head}  [{colour}]exit {status}[/] ({state}{wall}; torch "
-                  f"{info.torch}, values={info.values})")
+    wall = f" after {info.wall_s:.1f} s" if info.wall_s else ""
+    how = f" ({state})" if state != "complete" else ""
+    more = f", torch {info.torch}, values={info.values}" if full else ""
+    out.append(f"[bold]graphdbg run[/] {escape(' '.join(info.argv or []))}: "
+               f"[{colour}]exit {status}[/]{how}{wall}{more}")
     if state == "ended without closing":
         out.append(f"[yellow]the process that wrote it (pid {info.pid}) is gone and never "
                    f"closed the run file: it holds what was captured until the last commit "
@@ -118,110 +132,74 @@ def render(run: Run, console) -> None:
                        f"schedule {','.join(map(str, prof.get('schedule') or []))})[/]")
     if info.py_spy_error:
         out.append(f"[yellow]py-spy: {escape(info.py_spy_error)}[/]")
-
-    def indented(markup: str, left: int = 4) -> None:
-        # wrapped lines stay under their finding
-        out.append(Padding(Text.from_markup(markup, emoji=False), (0, 0, 0, left), expand=False))
-
-    if findings:
-        out.append(NewLine())
-        out.append(Rule(f"Problems ({len(findings)})", align="left"))
-        for f in findings:
-            out.append(_problem_head(f))
-            if f.code:
-                out.append(f"    [dim]{f.line:>5} │[/] {escape(f.code)}")
-                if f.col is not None or f.kind in CARET_KINDS:
-                    # under the caret's span; the whole line only where none is known
-                    out.append(f"    {'':>5}   [red]{caret(f.code, f.col, f.end_col)}[/]")
-            indented(escape(f.message))
-            # (a divergence without a stored detail still gets its line, of unknowns)
-            detail = f.detail if f.detail is not None else parse_detail(f.kind, {})
-            summary = detail.summary()
-            if summary is not None:
-                indented(f"[dim]{escape(summary)}[/]")
-            hint, fixes = hint_and_fixes(f.hint, getattr(detail, "fixes", None))
-            if hint:
-                indented(f"[green]hint:[/] {escape(clip(hint.splitlines()[0], 400))}")
-            for fix in fixes:   # one way out a line, wrapped under its dash
-                indented(f"[green]-[/] {escape(fix)}", 8)
-            for line in specialized_lines(getattr(detail, "specialized", None)):
-                indented(f"[dim]{escape(line)}[/]")
-            callers = list(f.stack[:-1])[-2:]
-            if callers:
-                chain = " ← ".join(f"{at(c.file, c.line, c.cell)} {c.function}"
-                                   for c in reversed(callers))
-                indented(f"[dim]called from {escape(chain)}[/]")
-
-    if graphs:
-        out.append(NewLine())
-        t = Table(title=None, box=None, header_style="bold", pad_edge=False)
-        for col, just in (("graph", "right"), ("compile", "left"), ("function", "left"),
-                          ("where", "left"), ("backend", "left"), ("nodes", "right"),
-                          ("compile", "right"), ("calls", "right"), ("mean call", "right"),
-                          ("eager ref", "right")):
-            t.add_column(col, justify=just)
-        for g in graphs:
-            t.add_row(*_graph_cells(g))
-        out.append(Rule(f"Graphs ({len(graphs)})", align="left"))
-        out.append(t)
-        for line in bucket_lines(graphs):
-            out.append(f"[dim]{escape(line)}[/]")
-        for line in export_lines(run, graphs, findings):
-            out.append(f"[dim]{escape(line)}[/]")
-        if any(g.compiled_slower for g in graphs):
-            out.append(f"[dim][yellow]▲[/] compiled slower than eager: over at least {MIN_SAMPLES} "
-                       "calls after the first, its fastest call took longer than the graph's ops "
-                       "in the eager reference run by more than the calls' own spread (median − "
-                       "fastest)[/]")
-
-    out += _compile_time_section(run.compile_times(), findings)
-    out += _compiled_lines_section(compiled_lines(run, 10))
-    out += _py_spy_section(run, run.sampling())
-
-    # (the JSON's 20, cut here: the same rows whichever way the run file breaks ties)
-    hot = run.hot_nodes(20)[:8]
-    if hot:
-        out.append(NewLine())
-        out.append(Rule("Slowest graph nodes (eager reference run)", align="left"))
-        t = Table(box=None, header_style="bold", pad_edge=False)
-        for col, just in (("graph", "right"), ("node", "left"), ("target", "left"),
-                          ("where", "left"), ("module", "left"), ("time", "right")):
-            t.add_column(col, justify=just)
-        for h in hot:
-            t.add_row(str(h.graph_id), escape(h.name), escape(h.target or ""),
-                      escape(f"{brief(h.file)}:{h.line}" if h.file else "-"),
-                      escape(h.module_path or "-"), ms(h.eager_ns))
-        out.append(t)
-
-    top = run.op_stats(20)[:8]
-    if top:
-        out.append(NewLine())
-        out.append(Rule("Slowest eager ops (total time)", align="left"))
-        t = Table(box=None, header_style="bold", pad_edge=False)
-        for col, just in (("op", "left"), ("phase", "left"), ("where", "left"),
-                          ("module", "left"), ("count", "right"), ("total", "right")):
-            t.add_column(col, justify=just)
-        for o in top:
-            t.add_row(escape(o.op), o.phase,
-                      escape(f"{brief(o.file)}:{o.line}" if o.file else "-"),
-                      escape(o.module_path or "-"), str(o.count), ms(o.total_ns))
-        out.append(t)
-    if info.internal_errors:
-        out.append(f"[dim]graphdbg internal errors (recording continued): "
-                      f"{len(info.internal_errors)}; see `graphdbg report --json`[/]")
-    console.print(Group(*out))
+    return out
 
 
-_ICONS = {"error": "[red]✖[/]", "warning": "[yellow]▲[/]", "info": "[blue]●[/]"}
-
-
-def _problem_head(f: Finding) -> str:
-    """A problem's first line: icon, kind, where, how often."""
+def _graphs_section(run: Run, graphs: list[Graph], findings: list[Finding], full: bool) -> list:
+    """One row per graph (short: what was compiled where, how big, how often;
+    ``full``: the compile ids and the call times beside the eager ones). One
+    backend for every graph is said once, in the title (80 columns hold the
+    rest)."""
+    from rich.console import NewLine
     from rich.markup import escape
-    where = at(f.file, f.line, f.cell) if f.file else "(no user frame)"
-    fn = f" in {escape(f.function)}" if f.function else ""
-    times = f"  ×{f.count}" if f.count > 1 else ""
-    return f"{_ICONS.get(f.severity, '?')} [bold]{f.kind}[/] [cyan]{escape(where)}[/]{fn}{times}"
+    from rich.rule import Rule
+    if not graphs:
+        return []
+    shown = graphs if full else graphs[:_GRAPHS]
+    backends = {backend_label(g) for g in graphs}
+    one_backend = backends.pop() if len(backends) == 1 else None
+    # full: the compile id (its time is in the Compile time table)
+    cols = [Col("graph", "right"), *([Col("compile")] if full else []),
+            Col("function", flex=True), Col("where"),
+            *([Col("backend", flex=True)] if one_backend is None else []),
+            Col("nodes", "right"), *([] if full else [Col("compile", "right")]),
+            Col("calls", "right"),
+            *([Col("mean call", "right"), Col("eager ref", "right")] if full else [])]
+    t = FitTable(cols)
+    for g in shown:
+        cells = _graph_cells(g, full)
+        t.add_row(*(cells[c.header] for c in cols))
+    title = f"Graphs ({len(graphs)})" + (f", backend {escape(one_backend)}" if one_backend else "")
+    out: list = [NewLine(), Rule(title, align="left"), t]
+    if len(shown) < len(graphs):
+        out.append(f"[dim]… {len(graphs) - len(shown)} more with --full[/]")
+    for line in bucket_lines(graphs):
+        out.append(f"[dim]{escape(line)}[/]")
+    for line in export_lines(run, graphs, findings):
+        out.append(f"[dim]{escape(line)}[/]")
+    if full:
+        out.append("[dim]compile F/N: torch's id of the compile, the Fth function "
+                   "torch.compile met (from 0; the code after a graph break counts as its "
+                   "own) and its Nth compile (0: the first, then one per recompile); eager "
+                   "ref: the graph's ops run eagerly one by one (graphdbg's eager reference "
+                   "run), per call[/]")
+        if any(g.compiled_slower for g in graphs):
+            out.append(f"[dim][yellow]▲[/] compiled slower than eager: over at least "
+                       f"{MIN_SAMPLES} calls after the first, its fastest call took longer than "
+                       "the graph's ops in the eager reference run by more than the calls' own "
+                       "spread (median − fastest)[/]")
+    return out
+
+
+# graphs in the short report (all with --full)
+_GRAPHS = 8
+
+
+def _tail(path: str, findings: list[Finding], full: bool) -> list:
+    """The words the report used, then what to type next: the last line
+    names --full (what it adds) until it is given."""
+    from rich.console import NewLine
+    from rich.markup import escape
+    p = escape(path if " " not in path else f"'{path}'")
+    kind = escape(findings[0].kind) if findings else "KIND"
+    out: list = [NewLine(),
+                 "[dim]eager: plain PyTorch, op by op; graph: code torch.compile captured and "
+                 "compiled[/]",
+                 f"next: [bold]graphdbg tui {p}[/] (browse) · [bold]graphdbg explain {kind}[/]"]
+    if not full:
+        out.append(f"all tables (compile time, slowest ops): [bold]graphdbg report --full "
+                   f"{p}[/]")
+    return out
 
 
 def rank_line(rank: dict, host: str | None) -> str:
@@ -269,151 +247,34 @@ def _mb(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**20:.2f} MB"
 
 
-def _graph_cells(g: Graph) -> tuple[str, ...]:
+def _graph_cells(g: Graph, full: bool) -> dict[str, str]:
+    """A graph's row, by column (the short report's and --full's)."""
     from rich.markup import escape
     b = g.ddp_bucket
     name = model_name(g)
     if b is not None:
         name += f" · bucket {b['index'] + 1}/{b['count']}"
+    elif not full and g.compile_id and "/" in g.compile_id:
+        # torch's "0/1" (function 0, compile 1), said plainly where the id is not shown
+        again = g.compile_id.rsplit("/", 1)[1]
+        if again.isdigit() and int(again) > 0:
+            name += f" (recompile {again})"
     # a DDP bucket's and an export's own time (an export has no compile)
     compile_s = g.backend_time_s if b is not None or g.export is not None else g.compile_time_s
-    return (str(g.id), g.compile_id or "-", escape(name),
-            escape(f"{brief(g.file)}:{g.line}" if g.file else "?"),
-            escape(backend_label(g)), str(g.n_nodes),
-            "[red]failed[/]" if g.status == "compile_error" else
+    took = ("[red]failed[/]" if g.status == "compile_error" else
             "[dim]restarted[/]" if g.status == "restarted" else
-            f"{compile_s:.2f} s" if compile_s else "-",
-            str(g.calls), ms(g.mean_call_ns),
+            f"{compile_s:.2f} s" if compile_s else "-")
+    return {"graph": str(g.id), "function": escape(name),
+            "where": escape(f"{brief(g.file)}:{g.line}" if g.file else "?"),
+            "backend": escape(backend_label(g)), "nodes": str(g.n_nodes),
+            **({"compile": (g.compile_id or "-") + (" [red]failed[/]" if g.status ==
+                            "compile_error" else "")} if full else {"compile": took}),
+            "calls": str(g.calls),
+            "mean call": ms(g.mean_call_ns),
             # slower than the nodes' eager time beyond the calls' own spread
             # (`Graph.compiled_slower`): flagged
-            "-" if not g.eager_ref_ns else
-            (f"[yellow]{ms(g.eager_ref_ns)} ▲[/]" if g.compiled_slower else ms(g.eager_ref_ns)))
-
-
-def _compile_time_section(times: list[CompileTime], findings: list[Finding]) -> list:
-    """Where compile time went, per compile (the phases that took any time),
-    and the functions compiled more than once with the reason."""
-    from rich.console import NewLine
-    from rich.markup import escape
-    from rich.rule import Rule
-    from rich.table import Table
-    if not times:
-        return []
-    shown = [p for p in PHASE_LABELS if any(c.phases.get(p, 0) >= 0.0005 for c in times)]
-    total = sum(c.total_s for c in times)
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("compile", "function", "where", "total", *(PHASE_LABELS[p] for p in shown),
-                "cache"):
-        t.add_column(col, justify="left" if col in ("compile", "function", "where", "cache")
-                     else "right")
-    rows = sorted(times, key=lambda c: -c.total_s)[:10]
-    for c in rows:
-        cache = cache_text(c)   # agrees with the phases: no plain "hit" beside a C++ compile
-        t.add_row(c.compile_id + (" [red]failed[/]" if c.failed else ""),
-                  escape(c.function or "?"),
-                  escape(f"{brief(c.file)}:{c.line}" if c.file else "-"),
-                  f"{c.total_s:.2f} s", *(_secs(c.phases.get(p, 0.0)) for p in shown), cache)
-    out: list = [NewLine(), Rule(f"Compile time ({total:.1f} s in {len(times)} compile"
-                      f"{'s' if len(times) != 1 else ''})", align="left"), t]
-    if shows_cache_load(rows):
-        out.append(f"[dim]{escape(CACHE_NOTE)}[/]")
-    by_code: dict[tuple, list[CompileTime]] = {}
-    for c in times:
-        by_code.setdefault((c.function, c.file, c.line), []).append(c)
-    # "recompile of f() at x.py:3: scale changed ..." -> "scale changed ..." (without
-    # the list of frames one change recompiled: each is a row here)
-    reasons = {f.id: re.sub(r" \(\d+ compiled frames recompiled: .*\)$", "",
-                            re.sub(r"^recompile of .*? at \S+:\d+: ", "", f.message))
-               for f in findings if f.kind == "recompile"}
-    finding_of = recompile_findings(findings)
-    for (fn, file, line), cs in by_code.items():
-        if len(cs) > 1 and fn:
-            why = sorted({reasons[finding_of[c.compile_id]] for c in cs
-                          if finding_of.get(c.compile_id) in reasons})
-            out.append(f"[yellow]{escape(fn)}[/] at {escape(f'{brief(file)}:{line}')} compiled "
-                       f"{len(cs)} times ({sum(c.total_s for c in cs):.2f} s)"
-                       + (f": {escape('; '.join(why))}" if why else ""))
-    return out
-
-
-def _compiled_lines_section(lines: list[CompiledLine]) -> list:
-    """Where compiled code spends its time, per user line (``lines``: the
-    first 10 of `graphdbg.analysis.lines.compiled_lines`), from inductor's
-    kernels (a fused kernel is split between its lines)."""
-    from rich.console import NewLine
-    from rich.markup import escape
-    from rich.rule import Rule
-    from rich.table import Table
-    if not lines:
-        return []
-    rows = []
-    for c in lines:
-        ks = [k.removeprefix("extern_kernels.") for k in c.kernels]
-        fwd = ms(c.forward_ns) if c.forward_ns else "-"
-        if c.forward_ns and not c.steady:
-            fwd += " *"
-        elif c.forward_ns and c.samples < MIN_SAMPLES:
-            fwd += " ~"
-        ref = "-" if not c.eager_ref_ns else ms(c.eager_ref_ns) + (" ▲" if c.compiled_slower else "")
-        shared = " ⋈" if getattr(c, "shared", False) else ""
-        rows.append((f"{brief(c.file)}:{c.line}{shared}", ms(c.total_ns), fwd, ref,
-                     ms(c.backward_ns) if c.backward_ns else "-",
-                     ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c.code or ""))
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    # where and the times keep their width; kernels and code give way (capped: a
-    # flexible column as wide as a long source line made rich drop the time columns)
-    for i, (col, just) in enumerate((("where", "left"), ("total", "right"), ("fwd/call", "right"),
-                                     ("eager ref", "right"), ("bwd/call", "right"),
-                                     ("kernels", "left"), ("code", "left"))):
-        fixed = i < 5
-        t.add_column(col, justify=just, no_wrap=True, overflow="ellipsis",
-                     min_width=max(len(col), *(len(r[i]) for r in rows)) if fixed else None,
-                     max_width={"kernels": 24, "code": 60}.get(col))
-    for r in rows:
-        t.add_row(*(f"[yellow]{escape(v)}[/]" if v.endswith(" ▲") else escape(v) for v in r))
-    out = [NewLine(), Rule("Compiled time per line (inductor kernels)", align="left"), t]
-    if any(getattr(c, "shared", False) for c in lines):
-        out.append("[dim]⋈ a kernel fused from several lines: its time is split between them (in "
-                   "proportion to their nodes' eager reference times where each has one, else "
-                   "equally), so the lines add up to the kernels' time, never more than the "
-                   "graph's[/]")
-    if any(c.compiled_slower for c in lines):
-        out.append(f"[dim][yellow]▲[/] the line's kernels took longer per call than its nodes in "
-                   f"the eager reference run, by more than their own spread over at least "
-                   f"{MIN_SAMPLES} calls after the first (median − fastest)[/]")
-    if any(r[2].endswith(" *") for r in rows):
-        out.append("[dim]* the graph's first (cold) call only: it ran once[/]")
-    if any(r[2].endswith(" ~") for r in rows):
-        out.append(f"[dim]~ timed over fewer than {MIN_SAMPLES} calls after the first: "
-                   "too few to call it slower than eager[/]")
-    return out
-
-
-def _py_spy_section(run: Run, s: Sampling | None) -> list:
-    """Where py-spy found the program's Python, per user line, beside the
-    time of the eager ops and compiled calls at the same line."""
-    from rich.console import NewLine
-    from rich.markup import escape
-    from rich.rule import Rule
-    from rich.table import Table
-    if s is None:
-        return []
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    for col, just in (("where", "left"), ("function", "left"), ("samples", "right"),
-                      ("share", "right"), ("eager ops", "right"), ("compiled", "right"),
-                      ("code", "left")):
-        t.add_column(col, justify=just)
-    for p in py_spy_lines(run, s, 10):
-        ln = p.sampled
-        t.add_row(escape(f"{brief(ln.file)}:{ln.line}"), escape(ln.function),
-                  str(ln.samples), f"{p.share:.0%}", ms(p.eager_ns) if p.eager_ns else "-",
-                  ms(p.compiled_ns) if p.compiled_ns else "-", escape(p.code or ""))
-    return [NewLine(), Rule(f"Python samples (py-spy, {s.samples} at {s.rate} Hz; "
-                            f"{escape(brief(s.file))})", align="left"), t]
-
-
-def _secs(x: float) -> str:
-    return "-" if x < 0.0005 else f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.0f} ms"
+            "eager ref": "-" if not g.eager_ref_ns else
+            (f"[yellow]{ms(g.eager_ref_ns)} ▲[/]" if g.compiled_slower else ms(g.eager_ref_ns))}
 
 
 def summary_lines(run: Run, path: str, rank=None) -> list[str]:
