@@ -10,7 +10,8 @@ its own connection).
     app = GraphdbgApp(["x.run"])          # opens the run(s): GraphdbgError if bad
     app.run()
 
-Keys: 1-5 views, Enter opens, Esc back, n/N next/previous problem, s source,
+Keys: 1-5 views, Enter opens, Esc back, n/N next/previous problem (in a problem's
+detail: the next one's detail), s source,
 d diff, / find (Enter next match, Esc close), < > r sort (nodes; or click a
 header), [ ] other source file, ? help, ctrl+p command palette, q quit.
 """
@@ -223,6 +224,13 @@ class GraphdbgApp(App):
                         "no problems in either run", timeout=2)
             return
         table = self.main.query_one("#problems-table", FindTable)
+        if isinstance(self.screen, ProblemScreen):
+            # in a problem's detail: the next (previous) problem's detail
+            shown = self.screen
+            self.problems.select_id(shown.finding.id, shown.run_index)
+            f = self.problems.step(forward)
+            self.open_problem(f.id, self.problems.current_run)
+            return
         outside = self.screen is not self.main or \
             self.main.query_one(TabbedContent).active != "problems"
         self.problems.select(table.cursor_row)
@@ -240,7 +248,8 @@ class GraphdbgApp(App):
             return
         self.main.query_one("#problems-table", FindTable).move_cursor(row=self.problems.cursor)
         label = m.RUN_LABELS[run] if len(self.runs) > 1 else None
-        self.push_screen(ProblemScreen(self.runs[run], f, run, label))
+        self.push_screen(ProblemScreen(self.runs[run], f, run, label,
+                                       (self.problems.cursor + 1, len(self.problems))))
 
     def open_graph(self, graph_id: int) -> None:
         g = next((g for g in self.graph_list if g.id == graph_id), None)
