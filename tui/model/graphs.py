@@ -297,7 +297,7 @@ class NodePager:
                                       find=query)
             nodes = [n for n in read if n.op not in INPUT_OPS]
             done = len(read) < self.page_size
-        else:   # the inputs lead the graph: in graph order, up to the first that is not one
+        else:   # FX puts a graph's inputs first: in graph order, up to the first op
             read = self.run.node_page(self.graph_id, offset, self.page_size, find=query)
             nodes = list(itertools.takewhile(lambda n: n.op in INPUT_OPS, read))
             done = len(nodes) < len(read) or len(read) < self.page_size

@@ -235,14 +235,12 @@ class NodesScreen(FindMixin, Screen):
         if self._name_width is None or self._name_width == self.pager.name_width(self.size.width):
             return
         table = self.query_one(FindTable)
-        rows, items, styles = table.raw, table.items, table.cell_styles
-        cursor = table.cursor_row
+        items, styles, cursor = table.items, table.cell_styles, table.cursor_row
         self.set_columns()
         table.raw, table.items, table.cell_styles = [], [], []
         table.append_rows([self.pager.cells(n, self._name_width) for n in items], items, styles)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1), animate=False)
-        del rows
 
     def load_page(self) -> None:
         self._fetching = True
