@@ -89,13 +89,13 @@ def test_graph_model_pages_filters_and_finds_the_first_divergent(graph_run):
         row = m.rows[FIRST]
         assert row.status == "first divergent" and row.level == "error" and row.differs
         cells = dict(zip(GRAPH_COLUMNS, row.cells))
-        assert cells["node"] == "n20" and cells["line"] == "model.py:10"
+        assert cells["node"] == "n20" and cells["where"] == "model.py:10"
         assert cells["status"] == "first divergent (miscompile)"
         assert cells["max abs"] == "0.5" and cells["max rel"] == "0.25"
         assert cells["eager"].startswith("20±0.5") and cells["compiled"].startswith("20.5±0.5")
         assert m.rows[0].level == "success"
         detail = m.detail(row)
-        assert detail[0] == ("n20 = torch.op20 at model.py:10: first divergent (miscompile), "
+        assert detail[0] == ("n20 = torch.op20 at model.py:10, call 0: first divergent (miscompile), "
                              "compiled value from intermediate outputs (user)")
         assert detail[1].startswith("eager     float32[4] min 19 max 21 mean 20 std 0.5 norm 2")
         assert "max abs 0.5  max rel 0.25" in detail[2] and "rmse eager 1e-09" in detail[3]
@@ -220,7 +220,7 @@ def test_diff_screen_keys(graph_run):
                 status = table.get_row_at(FIRST)[screen.model.columns.index("status")]
                 assert status.style == level_style(app, "error")
                 assert "n20" in _text(app)
-                assert "n20 = torch.op20 at model.py:10: first divergent" in _text(app)  # detail pane
+                assert "n20 = torch.op20 at model.py:10, call 0: first divergent" in _text(app)  # detail pane
                 await pilot.press("n")
                 assert table.cursor_row == 21
                 await pilot.press("N")

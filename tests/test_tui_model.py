@@ -53,7 +53,7 @@ def test_problem_detail_has_source_reason_hint_chain_and_divergence_numbers(run)
     assert numbers["max abs"] == "0.125" and numbers["eager vs float64"] == "1e-07"
     assert numbers["compiled vs float64"] == "0.125" and numbers["stage"] == "inductor"
     assert numbers["node"] == "node_008"
-    assert "graph 1 · node node_008 · op torch.sin" in text
+    assert "graph 1 · op torch.sin" in text                  # the node: among the numbers
     chain = [ln.text for ln in lines if ln.style == "code" and " in " in ln.text]
     assert [c.split(" in ")[1] for c in chain] == ["<module>", "main", "block"]
 
@@ -84,15 +84,16 @@ def test_node_table_of_a_checked_graph_shows_values_sorts_and_finds_by_them(tmp_
         assert pager.columns is m.VALUE_NODE_COLUMNS
         keys = [k for k, _ in pager.columns]
         assert keys[:5] == ["idx", "name", "status", "max_abs", "max_rel"]
-        cells = dict(zip(keys, pager.cells(pager.rows[8]), strict=True))
+        node = {n.name: n for n in pager.rows}
+        cells = dict(zip(keys, pager.cells(node["node_008"]), strict=True))
         assert (cells["status"], cells["max_abs"], cells["max_rel"]) == ("first divergent",
                                                                         "0.125", "0.5")
-        assert cells["value"].endswith("]") and pager.value_level(pager.rows[8]) == "error"
-        assert pager.value_level(pager.rows[10]) == "warning"  # differs
-        assert pager.value_level(pager.rows[9]) == "success"   # ok
+        assert cells["value"].endswith("]") and pager.value_level(node["node_008"]) == "error"
+        assert pager.value_level(node["node_010"]) == "warning"  # differs
+        assert pager.value_level(node["node_009"]) == "success"   # ok
         # a node without a value (graph 1 has values for nodes 1-29 only)
-        assert pager.cells(pager.rows[40])[2:5] == ("-", "-", "-")
-        assert pager.value_level(pager.rows[40]) is None
+        assert pager.cells(node["node_040"])[2:5] == ("-", "-", "-")
+        assert pager.value_level(node["node_040"]) is None
 
         # the status sorts most telling first; errors largest first, in SQL
         pager.sort.select("status")
@@ -101,7 +102,7 @@ def test_node_table_of_a_checked_graph_shows_values_sorts_and_finds_by_them(tmp_
         pager.extend(pager.fetch())
         statuses = [pager.values[n.idx].status for n in pager.rows[:7]]
         assert statuses == ["first divergent"] + ["differs"] * 4 + ["ok"] * 2
-        assert pager.title().endswith("sorted by status ▼")
+        assert "ops sorted by status ▼, then the inputs" in pager.title()
         pager.sort.select("max_rel")
         pager.reset()
         pager.extend(pager.fetch())
@@ -133,14 +134,19 @@ def test_node_pager_pages_sorts_and_finds_in_sql(run):
     pager = m.NodePager(run, 1, page_size=200)
     assert pager.wants_more(0)
     added = pager.extend(pager.fetch())
-    assert len(added) == 200 and pager.total == N_NODES and not pager.complete
-    assert [n.idx for n in pager.rows[:3]] == [0, 1, 2]
+    # 200 rows read; x, the graph's input, leads them: it comes after the ops
+    assert len(added) == 199 and pager.total == N_NODES and not pager.complete
+    assert [n.idx for n in pager.rows[:3]] == [1, 2, 3]
     assert not pager.wants_more(100) and pager.wants_more(170)
     pager.extend(pager.fetch())
     pager.extend(pager.fetch())
-    assert pager.complete and [n.idx for n in pager.rows] == list(range(N_NODES))
-    assert pager.top_ns == 90_000 and pager.heat(pager.rows[7]) == "hot"
-    assert pager.heat(pager.rows[8]) is None
+    assert not pager.complete and len(pager.rows) == N_NODES - 1   # the ops
+    assert pager.extend(pager.fetch()) == [run.nodes(1)[0]]          # then the input
+    assert pager.complete and [n.idx for n in pager.rows] == [*range(1, N_NODES), 0]
+    assert pager.inputs_shown == 1 and pager.cells(pager.rows[-1])[3] == "input"
+    node = {n.name: n for n in pager.rows}
+    assert pager.top_ns == 90_000 and pager.heat(node["node_007"]) == "hot"
+    assert pager.heat(node["node_008"]) is None
 
     # a time column sorts slowest first; nodes without a time last either way
     pager.sort.select("eager_ns")
@@ -154,8 +160,8 @@ def test_node_pager_pages_sorts_and_finds_in_sql(run):
     pager.reset()
     pager.extend(pager.fetch())
     assert not pager.sort.descending and pager.rows[0].eager_ns == min(
-        n.eager_ns for n in run.nodes(1) if n.eager_ns is not None)
-    assert "sorted by eager time ▲" in pager.title()
+        n.eager_ns for n in run.nodes(1) if n.eager_ns is not None and n.op != "placeholder")
+    assert "ops sorted by eager time ▲" in pager.title()
     # a stale page (fetched before a reset) is dropped
     assert pager.extend(page) == []
 
@@ -289,10 +295,14 @@ def test_model_on_a_real_divergence_run(runs):
         assert any(ln.style == "current" for ln in lines)
         assert any("max abs" in ln.text for ln in lines)
         g = run.graphs()[0]
-        pager = m.NodePager(run, g.id, page_size=5, compile_id=g.compile_id)
+        pager = m.NodePager(run, g.id, page_size=5, compile_id=g.compile_id, graph=g)
         page = pager.fetch()
         pager.extend(page)
-        assert len(pager.rows) == min(5, pager.total) and pager.total == run.node_count(g.id)
+        # the graph's inputs (x and the model's parameters) lead it: its ops come first
+        assert pager.rows == [] and pager.total == run.node_count(g.id) and g.n_inputs > 5
+        while not pager.rows:
+            pager.extend(pager.fetch())
+        assert pager.rows[0].idx == g.n_inputs and pager.rows[0].op == "call_function"
         # the graph's compile time by phase, above its nodes
         assert re.match(rf"compile {g.compile_id}: [\d.]+ m?s = Dynamo [\d.]+ m?s · graphdbg "
                         r"[\d.]+ m?s · backend [\d.]+ m?s$", page.compile_text), page.compile_text

@@ -80,7 +80,7 @@ def test_divergent_node_is_found_in_a_real_terminal(runs, tui):
     t.keys("Enter")  # the detail: source around the line (the problems view shows no code)
     code = sample.read_text().splitlines()[line - 1].split("#")[0].strip()
     screen = t.wait_for(code)
-    assert f"divergence_faulty.py:{line}" in screen and "Problem #1: divergence" in screen
+    assert f"divergence_faulty.py:{line}" in screen and "Problem 1 of 1: divergence" in screen
     t.keys("q")
 
 

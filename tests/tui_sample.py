@@ -150,3 +150,48 @@ def write_b_run(folder: Path) -> str:
                  user_frame=err)
     w.close(exit_status=1, status="failed", wall_s=1.0)
     return str(folder / "compiled.run")
+
+
+# -- a real run whose divergence draws anew in each compile ---------------------------
+
+RANDOM_PROGRAM = '''\
+"""A dropout compiled by a backend that draws from its own random stream (as
+inductor does): the stage ladder's aot_eager_decomp_partition draws
+otherwise again, so the finding's stage and the per-node values (the
+backend's own compile) see different numbers."""
+import torch
+
+
+def backend(gm, example_inputs):
+    from torch._dynamo.backends.registry import lookup_backend
+    compiled = lookup_backend("aot_eager")(gm, example_inputs)
+
+    def run(*args):
+        torch.rand(1)   # a shifted stream
+        return compiled(*args)
+    return run
+
+
+class Dropped(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = self.drop(h)  # graphdbg-expect: divergence
+        return torch.tanh(h) * 2
+
+
+torch.manual_seed(0)
+with torch.no_grad():
+    torch.compile(Dropped(), backend=backend)(torch.randn(4, 16))
+'''
+
+
+def write_random_program(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tui_random.py"
+    path.write_text(RANDOM_PROGRAM)
+    return path

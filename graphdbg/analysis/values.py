@@ -67,3 +67,48 @@ def full_stats(s: dict | None) -> str:
         if s.get(k):
             parts.append(f"{k} {s[k]}")
     return " ".join(parts)
+
+
+# -- a divergence's figures: one source for the problem's detail and the diff ------------
+
+def finding_value(run, finding):
+    """The per-node value a divergence finding's figures are read from: its
+    node on its own call (`DivergenceDetail.call`), the row the diff view and
+    the nodes table show (`Run.node_values`); None when the run kept none
+    for it (no per-node values, another call, an output-only finding).
+
+    The finding's own numbers come from the stage that first diverged; the
+    row's from the compile that gave every intermediate (a random op draws
+    anew in each compile, so the two can differ): every view shows the row's.
+    A query (``run`` is a `graphdbg.runfile.query.Run`): from a worker thread.
+    """
+    if finding.kind != "divergence" or finding.graph_id is None or not finding.node:
+        return None
+    call = getattr(finding.detail, "call", None)
+    if call is not None and call not in run.node_value_calls(finding.graph_id):
+        return None
+    nodes = [n for n in run.node_page(finding.graph_id, 0, None, find=finding.node)
+             if n.name == finding.node]
+    if not nodes:
+        return None
+    return run.node_values_at(finding.graph_id, [nodes[0].idx], call).get(nodes[0].idx)
+
+
+# labels of a value's errors, in the order the views show them
+ERROR_LABELS = (("max_abs", "max abs"), ("max_rel", "max rel"),
+                ("eager_vs_fp64", "eager vs float64"), ("compiled_vs_fp64", "compiled vs float64"))
+
+
+def value_errors(v) -> list[tuple[str, str]]:
+    """A per-node value's errors as (label, text), written as the diff view
+    writes them (`num`, three digits): max abs, max rel, each side against
+    float64."""
+    return [(label, num(getattr(v, key))) for key, label in ERROR_LABELS]
+
+
+def value_source(v) -> str:
+    """Which call a per-node value is of and where its compiled side came
+    from: "graph 1, call 0; compiled value from intermediate outputs (inductor)"."""
+    came = (f"compiled value from {v.compiled_from}" if v.compiled_from
+            else "compiled value not known")
+    return f"graph {v.graph_id}, call {v.call_idx}; {came}"

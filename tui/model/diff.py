@@ -30,7 +30,7 @@ from typing import Any
 from graphdbg.analysis.align import StepAlignment
 from graphdbg.analysis.diff import (ExportPair, GraphBoundary, compare_ops, export_pairs,
                                      graph_boundaries, read_side)
-from graphdbg.analysis.values import full_stats, stats_text
+from graphdbg.analysis.values import full_stats, stats_text, value_errors
 from graphdbg.core.format import brief, num
 from graphdbg.runfile.query import NodeValue, Run
 
@@ -40,15 +40,47 @@ LEVELS = {"first divergent": "error", "differs": "warning", "ok": "success",
           "only in A": None, "only in B": None, "count": None}
 DIFFERING = ("first divergent", "differs", "values", "shape")
 
-# most telling first: an 80-column terminal shows the status, errors and both sides
-GRAPH_COLUMNS = ("#", "node", "status", "max abs", "max rel", "eager", "compiled", "eager↔f64",
-                 "comp↔f64", "float64", "target", "line")
+# most telling first: an 80-column terminal shows the node, its status, its
+# line and the errors; wider ones both sides' values (`fit_columns`)
+GRAPH_COLUMNS = ("#", "node", "status", "where", "max abs", "max rel", "eager", "compiled",
+                 "eager↔f64", "comp↔f64", "float64", "target")
 # an ONNX graph (torch.onnx.export): the other side is ONNX Runtime's value,
 # and eager is the exported program run eagerly
 ONNX_GRAPH_COLUMNS = tuple({"compiled": "ONNX Runtime", "comp↔f64": "ORT↔f64"}.get(c, c)
                            for c in GRAPH_COLUMNS)
-RUNS_COLUMNS = ("line", "op", "status", "max rel", "n A", "n B", "time A", "time B", "Δ time",
+RUNS_COLUMNS = ("where", "op", "status", "max rel", "n A", "n B", "time A", "time B", "Δ time",
                 "phase", "first at")
+# widest each column gets (longer cells are cut with …; the pane under the
+# table shows the selected row whole)
+COLUMN_CAPS = {"#": 5, "node": 24, "status": 28, "where": 24, "max abs": 9, "max rel": 9,
+               "eager": 30, "compiled": 30, "ONNX Runtime": 30, "eager↔f64": 9, "comp↔f64": 9,
+               "ORT↔f64": 9, "float64": 30, "target": 32, "op": 28, "n A": 6, "n B": 6,
+               "time A": 9, "time B": 9, "Δ time": 9, "phase": 9, "first at": 8}
+CELL_PADDING = 1   # the table's cell padding, each side (DataTable's default)
+
+
+def fit_columns(columns: tuple[str, ...], rows: list[tuple[str, ...]], width: int,
+                keep: int = 3) -> list[tuple[int, int]]:
+    """The columns the table shows in ``width`` cells, as (index, width):
+    each as wide as its label and its widest cell in ``rows``, at most its
+    cap (`COLUMN_CAPS`); in order, up to the first that would not fit whole
+    (no column is cut at the screen's edge), the first ``keep`` always:
+    the widest of them narrowed (to 8 at least) until they fit."""
+    out, used = [], 0
+    for i, label in enumerate(columns):
+        widest = max((len(r[i]) for r in rows if i < len(r)), default=0)
+        w = min(COLUMN_CAPS.get(label, 24), max(len(label), widest, 1))
+        if i >= keep and used + w + 2 * CELL_PADDING > width:
+            break
+        out.append((i, w))
+        used += w + 2 * CELL_PADDING
+    while used > width:
+        j = max(range(len(out)), key=lambda k: out[k][1])
+        if out[j][1] <= 8:
+            break
+        out[j] = (out[j][0], out[j][1] - 1)
+        used -= 1
+    return out
 
 
 def ns_text(ns: int | None) -> str:
@@ -292,8 +324,8 @@ class DiffModel:
         if isinstance(item, NodeValue):
             where = f"{brief(item.file)}:{item.line}" if item.file else "no source line"
             onnx = self.other != "compiled"
-            head = (f"{item.node} = {item.target or item.op} at {where}: {item.status}"
-                    + (f" ({item.kind})" if item.kind else ""))
+            head = (f"{item.node} = {item.target or item.op} at {where}, call {item.call_idx}: "
+                    f"{item.status}" + (f" ({item.kind})" if item.kind else ""))
             if onnx:
                 head += (", ONNX Runtime's value" if item.compiled_from else
                          ", ONNX Runtime's value not known (not in the ONNX model)")
@@ -360,10 +392,11 @@ def export_pair_lines(e: ExportPair) -> list[str]:
 def graph_row(v: NodeValue) -> DiffRow:
     where = f"{brief(v.file)}:{v.line}" if v.file else "-"
     status = v.status + (f" ({v.kind})" if v.kind and v.status != "ok" else "")
-    cells = (str(v.idx) if v.idx is not None else "-", v.node, status, num(v.max_abs),
-             num(v.max_rel), stats_text(v.eager_stats), stats_text(v.compiled_stats),
-             num(v.eager_vs_fp64), num(v.compiled_vs_fp64), stats_text(v.fp64_stats),
-             v.target or "-", where)
+    errors = dict(value_errors(v))   # as the problem's detail writes them
+    cells = (str(v.idx) if v.idx is not None else "-", v.node, status, where, errors["max abs"],
+             errors["max rel"], stats_text(v.eager_stats), stats_text(v.compiled_stats),
+             errors["eager vs float64"], errors["compiled vs float64"], stats_text(v.fp64_stats),
+             v.target or "-")
     return DiffRow(v.node, cells, v.status, v.file, v.line, v)
 
 

@@ -3,6 +3,7 @@ detail, and `NodePager` (nodes paged from SQLite). No textual."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from graphdbg.analysis.compiletime import cache_text
 from graphdbg.analysis.wording import PHASE_LABELS, backend_label, export_text, model_name
 from graphdbg.runfile.query import CompileTime, Finding, Graph, Node, NodeValue, Run
 from .common import FindState, Line, SortState, heat, source_excerpt, where
-from .diff import stats_text
+from graphdbg.analysis.values import stats_text
 from .problems import ProblemsModel
 
 GRAPH_COLUMNS = (("id", "graph"), ("compile_id", "compile"), ("function", "function"),
@@ -111,6 +112,8 @@ ONNX_VALUE_NODE_COLUMNS = tuple((k, "ORT↔f64") if k == "compiled_vs_fp64" else
 NODE_WIDTHS = {"idx": 4, "name": 24, "target": 24, "eager_ns": 10, "line": 22, "shapes": 18,
                "dtypes": 10, "module_path": 22, "op": 13, "status": 15, "max_abs": 8,
                "max_rel": 8, "value": 28, "compiled_vs_fp64": 9}
+# a graph's inputs (FX placeholders): listed after its ops, grouped, with no time
+INPUT_OPS = ("placeholder",)
 # the value status a cell is coloured by (the view maps it to a theme colour)
 STATUS_LEVELS = {"first divergent": "error", "differs": "warning", "ok": "success"}
 
@@ -129,7 +132,9 @@ def node_cells(n: Node, value: NodeValue | None = None,
     v = value
     cell = {
         "idx": lambda: str(n.idx), "name": lambda: n.name, "target": lambda: n.target or "-",
-        "eager_ns": lambda: ms(n.eager_ns) if n.eager_ns is not None else "-",
+        # an input (a placeholder) is not an op: nothing ran, whatever the interpreter timed
+        "eager_ns": lambda: ("input" if n.op in INPUT_OPS else "-" if not n.op.startswith("call_")
+                             or n.eager_ns is None else ms(n.eager_ns)),
         "line": lambda: where(n.file, n.line), "shapes": lambda: _shapes(n.shapes),
         "dtypes": lambda: " ".join(map(str, n.dtypes)) if n.dtypes else "-",
         "module_path": lambda: n.module_path or "-", "op": lambda: n.op,
@@ -178,7 +183,8 @@ def node_detail(n: Node, source: str | None, stack: Sequence = (),
                          ("shapes", _shapes(n.shapes)),
                          ("dtypes", " ".join(map(str, n.dtypes)) if n.dtypes else None),
                          ("module", n.module_path), ("module class", n.module_class),
-                         ("eager time", ms(n.eager_ns) if n.eager_ns is not None else None),
+                         ("eager time", ms(n.eager_ns) if n.eager_ns is not None
+                          and n.op.startswith("call_") else None),
                          ("where", f"{short(n.file)}:{n.line} in {n.function}" if n.file else None)):
         if value:
             out.append(Line("number", f"{label:>13}  {value}"))
@@ -202,6 +208,12 @@ class NodePager:
     filtered in SQL, a page (`page_size` rows) at a time as the cursor nears
     the end of what is loaded; never the whole graph at once.
 
+    The graph's ops come first, in the chosen order; its inputs (FX
+    placeholders: the program's tensors and the module's parameters and
+    buffers, which lead a graph) follow as one group, in graph order: two
+    streams, the ops' pages in the sort's order (inputs skipped) and then
+    the inputs' pages in graph order.
+
         pager = NodePager(run, graph_id=1)
         pager.extend(pager.fetch())          # in a worker, then on the UI thread
         pager.sort.select("eager_ns"); pager.reset()   # slowest first
@@ -224,6 +236,9 @@ class NodePager:
         self.total: int | None = None      # matching nodes, known after the first fetch
         self.top_ns: int | None = None     # the graph's slowest node, for colouring
         self.generation = 0                # bumped by reset: late pages are dropped
+        self.inputs_shown = 0              # input rows loaded (at the end of `rows`)
+        self._offsets = {"ops": 0, "inputs": 0}   # SQL rows read by each stream
+        self._done = {"ops": False, "inputs": False}
 
     def _sort_state(self, column: str, descending: bool = False) -> SortState:
         # times, errors and magnitudes sort largest first; the status most telling first
@@ -236,11 +251,15 @@ class NodePager:
         self.rows = []
         self.values = {}
         self.total = None
+        self.inputs_shown = 0
+        self._offsets = {"ops": 0, "inputs": 0}
+        self._done = {"ops": False, "inputs": False}
         self.generation += 1
 
     @property
     def complete(self) -> bool:
-        return self.total is not None and len(self.rows) >= self.total
+        return (self.total is not None and self._done["ops"] and self._done["inputs"]) or (
+            self.total is not None and len(self.rows) >= self.total)
 
     def wants_more(self, cursor_row: int, margin: int | None = None) -> bool:
         """Whether a row (the cursor, the last one on screen) is close enough
@@ -253,45 +272,65 @@ class NodePager:
     @dataclass
     class Page:
         generation: int
-        offset: int
-        nodes: list
+        offset: int                                  # the stream's SQL rows read before it
+        nodes: list                                  # the rows it adds (its stream's only)
         total: int
         top_ns: int | None
         values: dict = field(default_factory=dict)   # node idx -> NodeValue
         has_values: bool = False                     # the graph was checked node by node
         compile_text: str | None = None              # the graph's compile time by phase,
         #                                              or what an export is (export_summary)
+        stream: str = "ops"                          # "ops" or "inputs"
+        read: int = 0                                # SQL rows it read (its nodes and skipped)
+        done: bool = False                           # its stream has no more rows
 
     def fetch(self, offset: int | None = None) -> NodePager.Page:
-        """The next page (a query: call it from a worker thread)."""
-        offset = len(self.rows) if offset is None else offset
+        """The next page (a query: call it from a worker thread): the ops'
+        next page, or once they are all read the inputs' next page."""
+        stream = "ops" if not self._done["ops"] else "inputs"
+        offset = self._offsets[stream] if offset is None else offset
         generation = self.generation
         query = self.find.query or None
-        nodes = self.run.node_page(self.graph_id, offset, self.page_size,
-                                   order_by=self.sort.column, descending=self.sort.descending,
-                                   find=query)
+        if stream == "ops":
+            read = self.run.node_page(self.graph_id, offset, self.page_size,
+                                      order_by=self.sort.column, descending=self.sort.descending,
+                                      find=query)
+            nodes = [n for n in read if n.op not in INPUT_OPS]
+            done = len(read) < self.page_size
+        else:   # FX puts a graph's inputs first: in graph order, up to the first op
+            read = self.run.node_page(self.graph_id, offset, self.page_size, find=query)
+            nodes = list(itertools.takewhile(lambda n: n.op in INPUT_OPS, read))
+            done = len(nodes) < len(read) or len(read) < self.page_size
         total = self.total if self.total is not None else self.run.node_count(self.graph_id, find=query)
         top = self.top_ns
         if top is None:
-            slowest = self.run.node_page(self.graph_id, 0, 1, order_by="eager_ns", descending=True)
-            top = slowest[0].eager_ns if slowest and slowest[0].eager_ns else 0
+            # the slowest op (inputs are timed too, as the interpreter fetched them)
+            slowest = self.run.node_page(self.graph_id, 0, 50, order_by="eager_ns",
+                                         descending=True)
+            top = max((n.eager_ns or 0 for n in slowest if n.op not in INPUT_OPS), default=0)
         values = self.run.node_values_at(self.graph_id, (n.idx for n in nodes))
-        has_values = bool(values) or (offset > 0 and self.columns is self.value_columns) or (
-            offset == 0 and self.run.node_value_call(self.graph_id) is not None)
+        first = stream == "ops" and offset == 0
+        has_values = bool(values) or (not first and self.columns is self.value_columns) or (
+            first and self.run.node_value_call(self.graph_id) is not None)
         compile_text = None
-        if offset == 0 and self.compile_id is not None:
+        if first and self.compile_id is not None:
             c = next((c for c in self.run.compile_times() if c.compile_id == self.compile_id), None)
             compile_text = compile_summary(c) if c is not None else None
-        elif offset == 0 and self.graph is not None and self.graph.export is not None:
+        elif first and self.graph is not None and self.graph.export is not None:
             compile_text = export_summary(self.run, self.graph)
         return NodePager.Page(generation, offset, nodes, total, top, values, has_values,
-                              compile_text)
+                              compile_text, stream, len(read), done)
 
     def extend(self, page: NodePager.Page) -> list[Node]:
         """Take a fetched page; returns the rows added ([] for a stale page)."""
-        if page.generation != self.generation or page.offset != len(self.rows):
+        if page.generation != self.generation or page.offset != self._offsets[page.stream] \
+                or self._done[page.stream]:
             return []
+        self._offsets[page.stream] += page.read
+        self._done[page.stream] = page.done
         self.rows.extend(page.nodes)
+        if page.stream == "inputs":
+            self.inputs_shown += len(page.nodes)
         self.values.update(page.values)
         self.total = page.total
         self.top_ns = page.top_ns
@@ -300,8 +339,35 @@ class NodePager:
             self.sort = self._sort_state(self.sort.column, self.sort.descending)
         return page.nodes
 
-    def cells(self, n: Node) -> tuple[str, ...]:
-        return node_cells(n, self.values.get(n.idx), self.columns)
+    def is_input(self, n: Node) -> bool:
+        return n.op in INPUT_OPS
+
+    def cells(self, n: Node, name_width: int | None = None) -> tuple[str, ...]:
+        """A row's cells; ``name_width``: the name cut to it (with …)."""
+        cells = node_cells(n, self.values.get(n.idx), self.columns)
+        if name_width is not None and len(n.name) > name_width:
+            i = self.column_index("name")
+            cells = (*cells[:i], n.name[:name_width - 1] + "…", *cells[i + 1:])
+        return cells
+
+    def name_width(self, screen_width: int) -> int:
+        """How wide the name column may be on a screen this wide: what the
+        columns up to the line's leave; on a narrow screen at most
+        `NODE_WIDTHS`' width, less if the time would not fit whole (never
+        under 12)."""
+        keys = [k for k, _ in self.columns]
+        labels = dict(self.columns)
+
+        def others(upto: str) -> int:
+            # each column is padded by a cell on each side; the scrollbar and
+            # the name's own padding take two each
+            kept = keys[:keys.index(upto) + 1] if upto in keys else keys
+            return sum(max(NODE_WIDTHS.get(k, 10), len(labels[k]) + 2) + 2
+                       for k in kept if k != "name") + 4
+        room = screen_width - others("line")
+        if room >= NODE_WIDTHS["name"]:
+            return room
+        return max(12, min(NODE_WIDTHS["name"], screen_width - others("eager_ns")))
 
     def value_level(self, n: Node) -> str | None:
         """How the status and error cells are coloured: "error" (first
@@ -319,5 +385,8 @@ class NodePager:
         shown = f"{len(self.rows)} of {self.total}" if self.total is not None else "…"
         found = f", matching {self.find.query!r}" if self.find.query else ""
         col = dict(self.columns)[self.sort.column]
-        return (f"graph {self.graph_id}: nodes {shown}{found}; sorted by {col} "
-                f"{'▼' if self.sort.descending else '▲'}")
+        k = self.graph.n_inputs if self.graph is not None else None
+        inputs = ("" if k == 0 else ", then the inputs" if k is None or self.find.query
+                  else f", then its {k} input{'s' if k != 1 else ''}")
+        return (f"graph {self.graph_id}: nodes {shown}{found}; ops sorted by {col} "
+                f"{'▼' if self.sort.descending else '▲'}{inputs}")

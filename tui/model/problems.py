@@ -7,10 +7,11 @@ import re
 from collections.abc import Sequence
 
 from graphdbg.analysis.wording import CARET_KINDS, hint_and_fixes, specialized_lines
-from graphdbg.core.format import at
+from graphdbg.analysis.values import value_errors, value_source
+from graphdbg.core.format import at, num
 from graphdbg.runfile.details import (CompileErrorDetail, DivergenceDetail, GraphBreakDetail,
                                       NanInfDetail, SpecializedDetail)
-from graphdbg.runfile.query import SEVERITIES, Finding
+from graphdbg.runfile.query import SEVERITIES, Finding, NodeValue
 from .common import ICONS, KIND_LABELS, Line, one_line, source_excerpt, where
 
 # -- problems --------------------------------------------------------------------------
@@ -167,12 +168,59 @@ def export_numbers(detail: object) -> list[tuple[str, str]]:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# torch's labels before a part its reason repeats ("Explanation: ...", "Hint: ...")
+_LABEL = re.compile(r"^\s*(?:explanation|hints?|graph break|reason)\s*:\s*", re.IGNORECASE)
 
 
-def finding_detail(f: Finding, source: str | None) -> list[Line]:
-    """What Enter on a problem shows: where, the code around the line (from
-    the run file's snapshot), the message, torch's full reason, the numbers
-    of a divergence, the hint, and the call chain."""
+def _words(text: str) -> str:
+    """Text compared for repeats: lower case, any run of spaces as one."""
+    return " ".join(text.lower().split())
+
+
+def torch_reason_lines(reason: str | None, shown: Sequence[str | None]) -> list[str]:
+    """torch's full reason without what the detail already shows (the
+    message, the hint, the explanation): each of its lines left out when
+    its text, less a label such as "Hint:", is part of one of ``shown``;
+    runs of blank lines made one, none at either end. Colours (torch.onnx's
+    errors colour their text for a terminal) taken out."""
+    if not reason:
+        return []
+    known = [_words(t) for t in shown if t and t.strip()]
+    out: list[str] = []
+    for line in _ANSI.sub("", reason).rstrip().splitlines():
+        text = _words(_LABEL.sub("", line))
+        if text and any(text in k for k in known):
+            continue
+        if not text and (not out or not out[-1].strip()):
+            continue
+        out.append(line.rstrip())
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
+def finding_numbers(f: Finding, value: NodeValue | None = None) -> list[tuple[str, str]]:
+    """The numbers of a finding, as (label, text): a divergence's errors are
+    its node's per-node value on its call (``value``, `finding_value`: the
+    figures the diff view and the nodes table show, written as they write
+    them), else the finding's own."""
+    nums = divergence_numbers(f.detail) if f.kind in ("divergence", "nan_inf") else []
+    if value is not None:
+        errors = dict(value_errors(value))
+        nums = [(k, errors.get(k, v)) for k, v in nums]
+        nums += [(k, v) for k, v in errors.items() if k not in dict(nums)]
+    if isinstance(f.detail, DivergenceDetail) and f.detail.exported == "onnx":
+        # the other side of an ONNX graph's check is ONNX Runtime, not a compiled graph
+        nums = [("ONNX RT vs float64" if k == "compiled vs float64" else k, v) for k, v in nums]
+    return nums + export_numbers(f.detail)
+
+
+def finding_detail(f: Finding, source: str | None, value: NodeValue | None = None) -> list[Line]:
+    """What Enter on a problem shows, each thing once: where, the code
+    around the line (from the run file's snapshot), the message, torch's
+    explanation, the numbers of a divergence (``value``: its node's
+    per-node value, `finding_numbers`), the hint, what else torch's reason
+    says, and the call chain."""
     out = [Line("title", f"{ICONS.get(f.severity, '?')} {KIND_LABELS.get(f.kind, f.kind)} "
                          f"({f.severity}) {at(f.file, f.line, f.cell) if f.file else '(no user frame)'}"
                          f"{' in ' + f.function if f.function else ''}"
@@ -183,18 +231,27 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
                           end_col=f.end_col)
     out.append(Line("label", "message"))
     out += [Line("text", t) for t in (f.message or "").splitlines() or [""]]
-    nums = divergence_numbers(f.detail) if f.kind in ("divergence", "nan_inf") else []
-    if isinstance(f.detail, DivergenceDetail) and f.detail.exported == "onnx":
-        # the other side of an ONNX graph's check is ONNX Runtime, not a compiled graph
-        nums = [("ONNX RT vs float64" if k == "compiled vs float64" else k, v) for k, v in nums]
-    nums += export_numbers(f.detail)
+    explanation = (f.detail.explanation
+                   if isinstance(f.detail, (GraphBreakDetail, CompileErrorDetail)) else None)
+    if explanation and _words(str(explanation)) not in _words(f.message or ""):
+        out.append(Line("label", "why"))
+        out += [Line("text", t) for t in str(explanation).splitlines()]
+    nums = finding_numbers(f, value)
     if nums:
-        out.append(Line("label", "numbers"))
+        out.append(Line("label", "numbers" + (f" ({value_source(value)})" if value else "")))
         out += [Line("number", f"{k:>20}  {v}") for k, v in nums]
-    if f.graph_id is not None or f.node or f.op:
-        out.append(Line("dim", " · ".join(p for p in (
-            f"graph {f.graph_id}" if f.graph_id is not None else "",
-            f"node {f.node}" if f.node else "", f"op {f.op}" if f.op else "") if p)))
+        own = getattr(f.detail, "max_abs", None) if value is not None else None
+        if own is not None and num(own) != num(value.max_abs):
+            stage = getattr(f.detail, "stage", None) or "the localising"
+            out.append(Line("dim", f"  (stage {stage}'s own compile drew other values: max abs "
+                                   f"{num(own)} there)"))
+    said = dict(nums)   # what the numbers said already is not said again
+    place = [p for p in (
+        f"graph {f.graph_id}" if f.graph_id is not None and value is None else "",
+        f"node {f.node}" if f.node and said.get("node") != f.node else "",
+        f"op {f.op}" if f.op and said.get("target") != f.op else "") if p]
+    if place:
+        out.append(Line("dim", " · ".join(place)))
     if f.compile_ids:
         out.append(Line("dim", "compile ids " + ", ".join(f.compile_ids)))
     hint, fixes = hint_and_fixes(f.hint, getattr(f.detail, "fixes", None))
@@ -204,15 +261,10 @@ def finding_detail(f: Finding, source: str | None) -> list[Line]:
     if fixes:   # an op with no ONNX translation: each way out on its line
         out += [Line("hint", f"  - {fix}") for fix in fixes]
     out += [Line("text", t) for t in specialized_lines(getattr(f.detail, "specialized", None))]
-    if f.reason and f.reason.strip() != (f.message or "").strip():
-        out.append(Line("label", "reason (torch)"))
-        # (torch.onnx's errors colour their text for a terminal: shown plain here)
-        out += [Line("text", t) for t in _ANSI.sub("", f.reason).rstrip().splitlines()]
-    explanation = (f.detail.explanation
-                   if isinstance(f.detail, (GraphBreakDetail, CompileErrorDetail)) else None)
-    if explanation:
-        out.append(Line("label", "explanation"))
-        out += [Line("text", t) for t in str(explanation).splitlines()]
+    rest = torch_reason_lines(f.reason, (f.message, f.hint, explanation))
+    if rest:
+        out.append(Line("label", "more from torch"))
+        out += [Line("text", t) for t in rest]
     if f.stack:
         out.append(Line("label", "call chain (innermost last)"))
         for fr in f.stack:

@@ -10,7 +10,8 @@ its own connection).
     app = GraphdbgApp(["x.run"])          # opens the run(s): GraphdbgError if bad
     app.run()
 
-Keys: 1-5 views, Enter opens, Esc back, n/N next/previous problem, s source,
+Keys: 1-5 views, Enter opens, Esc back, n/N next/previous problem (in a problem's
+detail: the next one's detail), s source,
 d diff, / find (Enter next match, Esc close), < > r sort (nodes; or click a
 header), [ ] other source file, ? help, ctrl+p command palette, q quit.
 """
@@ -105,8 +106,10 @@ class GraphdbgApp(App):
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10, markup=False)
 
     def _load_run(self) -> None:
-        """Both runs' findings and source files (two runs open); A's graphs
-        and hot spots."""
+        """What the first screen needs: both runs' findings and source files
+        (two runs open), A's graphs and run info. The hot spots (they sum
+        every op and node) and the first source file are read once the
+        problems are on screen (`_after_first_paint`)."""
         run, two = self.run_a, len(self.runs) > 1
         findings = [r.findings() for r in self.runs]
         graphs = run.graphs()
@@ -116,7 +119,19 @@ class GraphdbgApp(App):
                    for k, (r, fs) in enumerate(zip(self.runs, findings))]
         files = [s.choose_files() for s in sources][0]
         self.post_message(RunLoaded(findings, graphs, info, files, sources))
-        self.post_message(HotLoaded(m.HotSpots.load(run)))
+
+    @work(thread=True, exclusive=True, group="hot")
+    def load_hot(self) -> None:
+        try:
+            self.post_message(HotLoaded(m.HotSpots.load(self.run_a)))
+        except GraphdbgError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10, markup=False)
+
+    def _after_first_paint(self, files: list[str]) -> None:
+        """The rest of the views, read while the user reads the problems."""
+        self.load_hot()
+        if files and self.source.file is None:
+            self.show_source(files[0], self.source.first_line(files[0]), switch=False)
 
     def on_run_loaded(self, msg: RunLoaded) -> None:
         main = self.main
@@ -139,8 +154,7 @@ class GraphdbgApp(App):
         tabs.get_tab("graphs").label = f"2 Graphs{of_a} ({len(msg.graphs)})"
         if of_a:
             tabs.get_tab("hot").label = f"4 Hot spots{of_a}"
-        if msg.files and self.source.file is None:
-            self.show_source(msg.files[0], self.source.first_line(msg.files[0]), switch=False)
+        self.call_after_refresh(self._after_first_paint, msg.files)
 
     def on_hot_loaded(self, msg: HotLoaded) -> None:
         main, hot = self.main, msg.hot
@@ -210,6 +224,13 @@ class GraphdbgApp(App):
                         "no problems in either run", timeout=2)
             return
         table = self.main.query_one("#problems-table", FindTable)
+        if isinstance(self.screen, ProblemScreen):
+            # in a problem's detail: the next (previous) problem's detail
+            shown = self.screen
+            self.problems.select_id(shown.finding.id, shown.run_index)
+            f = self.problems.step(forward)
+            self.open_problem(f.id, self.problems.current_run)
+            return
         outside = self.screen is not self.main or \
             self.main.query_one(TabbedContent).active != "problems"
         self.problems.select(table.cursor_row)
@@ -227,7 +248,8 @@ class GraphdbgApp(App):
             return
         self.main.query_one("#problems-table", FindTable).move_cursor(row=self.problems.cursor)
         label = m.RUN_LABELS[run] if len(self.runs) > 1 else None
-        self.push_screen(ProblemScreen(self.runs[run], f, run, label))
+        self.push_screen(ProblemScreen(self.runs[run], f, run, label,
+                                       (self.problems.cursor + 1, len(self.problems))))
 
     def open_graph(self, graph_id: int) -> None:
         g = next((g for g in self.graph_list if g.id == graph_id), None)

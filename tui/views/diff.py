@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from graphdbg.core.errors import GraphdbgError
 
-from ..model.diff import DiffModel, DiffRow
+from ..model.diff import DiffModel, DiffRow, fit_columns
 from .theme import level_style
 
 # what reading a run file may raise: damaged (one-line GraphdbgError) or closed
@@ -78,11 +78,35 @@ class DiffScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#diff-table", DataTable)
-        for col in self.model.columns:
-            table.add_column(col, key=col)
-        table.focus()
+        self.query_one("#diff-table", DataTable).focus()
         self._load(reset=True)
+
+    # -- columns: those that fit whole, as wide as their cells (`fit_columns`) ------------
+    _shown: list[tuple[int, int]] | None = None   # (column, width), set by the first rows
+    _fitted_to = 0                                # the width they were fitted to
+
+    def _fit(self, rows: list[DiffRow]) -> None:
+        """Choose the columns for the table's width and these rows; the
+        table is rebuilt with the loaded rows when they change."""
+        width = self.size.width or self.app.size.width
+        shown = fit_columns(self.model.columns, [r.cells for r in rows], width - 2)
+        if shown == self._shown:
+            return
+        self._shown, self._fitted_to = shown, width
+        table = self.query_one("#diff-table", DataTable)
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        for i, w in shown:
+            label = self.model.columns[i]
+            table.add_column(label, key=label, width=w)
+        for row in self.model.rows:
+            table.add_row(*self._cells(row))
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1), animate=False)
+
+    def on_resize(self) -> None:
+        if self._shown is not None and self.size.width != self._fitted_to:
+            self._fit(self.model.rows)
 
     # -- loading -------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="diff-page")
@@ -111,8 +135,12 @@ class DiffScreen(Screen):
         rows = msg.rows[max(0, len(self.model.rows) - msg.offset):] \
             if msg.offset <= len(self.model.rows) else []
         self.model.extend(rows)
-        for row in rows:
-            table.add_row(*self._cells(row), key=None)
+        if self._shown is None or msg.reset:   # the first rows say how wide the columns are
+            self._shown = None
+            self._fit(self.model.rows)
+        else:
+            for row in rows:
+                table.add_row(*self._cells(row), key=None)
         if msg.cursor is not None and msg.cursor < table.row_count:
             table.move_cursor(row=msg.cursor, animate=False)
         self._status(msg.note)
@@ -130,8 +158,8 @@ class DiffScreen(Screen):
     def _cells(self, row: DiffRow) -> list[Text]:
         style = level_style(self.app, row.level)
         status_col = self.model.columns.index("status") if "status" in self.model.columns else -1
-        return [Text(c, style=style if i == status_col and style else "", no_wrap=True,
-                     overflow="ellipsis") for i, c in enumerate(row.cells)]
+        return [Text(row.cells[i], style=style if i == status_col and style else "",
+                     no_wrap=True, overflow="ellipsis") for i, _ in self._shown or ()]
 
     @on(DataTable.RowHighlighted, "#diff-table")
     def _more(self, event: DataTable.RowHighlighted) -> None:

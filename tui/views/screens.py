@@ -16,6 +16,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
 from graphdbg.core.errors import GraphdbgError
+from graphdbg.analysis.values import finding_value
 from graphdbg.core.format import brief
 from graphdbg.runfile.query import Finding, Graph, Node, Run
 from ..model import run as m
@@ -30,8 +31,9 @@ HELP = """\
   [b]Enter[/b]      open: a problem's detail, a graph's nodes, a node's detail,
              a line's problem; in hot spots, the source line
   [b]Esc[/b]        back (closes the find bar first)
-  [b]n[/b] / [b]N[/b]      next / previous problem, from any view (two runs open:
-             both runs' problems, each marked A or B)
+  [b]n[/b] / [b]N[/b]      next / previous problem, from any view; in a problem's
+             detail, the next one's detail (two runs open: both
+             runs' problems, each marked A or B)
   [b]s[/b]          source of the selected problem, node, line or op
   [b]d[/b]          diff: eager against compiled for the selected graph (an
              ONNX graph: against ONNX Runtime; with two runs: the two
@@ -45,6 +47,10 @@ HELP = """\
   [b]ctrl+p[/b]     command palette: views, problems, graphs, source files
   [b]?[/b]          this help
   [b]q[/b]          quit
+
+A graph's nodes: its ops first (in the order chosen), then its inputs
+  (the program's tensors, the model's parameters and buffers), untimed.
+The diff: as many columns as fit; the pane under it shows the row whole.
 
 Source gutter: g1,2 graphs with nodes at the line;
   def g1 a compiled function starts there; exp g1 an export made
@@ -124,14 +130,17 @@ class ProblemScreen(DetailScreen):
     hint, call chain."""
 
     def __init__(self, run: Run, finding: Finding, run_index: int = 0,
-                 label: str | None = None) -> None:
+                 label: str | None = None, position: tuple[int, int] | None = None) -> None:
         """``run``: the finding's own run file (its source snapshot);
-        ``run_index``/``label``: which of two runs open it is (0/"A", 1/"B")."""
+        ``run_index``/``label``: which of two runs open it is (0/"A", 1/"B");
+        ``position``: (its row, counted from 1, and the rows) in the problems
+        list, as the heading numbers it."""
         super().__init__()
         self.run, self.finding, self.run_index = run, finding, run_index
         f = finding
-        whose = f" of run {label} ({brief(run.path)})" if label else ""
-        self.heading = (f"Problem #{f.id}{whose}: {m.KIND_LABELS.get(f.kind, f.kind)} at "
+        whose = f", run {label} ({brief(run.path)})" if label else ""
+        number = f" {position[0]} of {position[1]}" if position else ""
+        self.heading = (f"Problem{number}{whose}: {m.KIND_LABELS.get(f.kind, f.kind)} at "
                         f"{m.where(f.file, f.line, f.cell)}")
 
     def make_lines(self) -> list:
@@ -140,7 +149,8 @@ class ProblemScreen(DetailScreen):
             source = self.run.source(f.file) if f.file else None
         except GraphdbgError:
             source = None  # the detail still shows the finding's own line
-        return m.finding_detail(f, source)
+        # a divergence's figures: its node's value on its call, as the diff shows it
+        return m.finding_detail(f, source, finding_value(self.run, f))
 
     def current_item(self) -> Any:
         return self.finding
@@ -210,10 +220,27 @@ class NodesScreen(FindMixin, Screen):
     def set_columns(self) -> None:
         table = self.query_one(FindTable)
         table.clear(columns=True)
+        self._name_width = self.pager.name_width(self.size.width or self.app.size.width)
         for key, label in self.pager.columns:
-            width = m.NODE_WIDTHS.get(key)
+            # the name as wide as the longest (cut to what the screen leaves: `cells`)
+            width = None if key == "name" else m.NODE_WIDTHS.get(key)
             table.add_column(label + self.pager.sort.label(key), key=key,
                              width=max(width, len(label) + 2) if width else None)
+
+    _name_width: int | None = None
+
+    def on_resize(self) -> None:
+        """Another width: the name column gets what the screen leaves; the
+        loaded rows are shown again (no query)."""
+        if self._name_width is None or self._name_width == self.pager.name_width(self.size.width):
+            return
+        table = self.query_one(FindTable)
+        items, styles, cursor = table.items, table.cell_styles, table.cursor_row
+        self.set_columns()
+        table.raw, table.items, table.cell_styles = [], [], []
+        table.append_rows([self.pager.cells(n, self._name_width) for n in items], items, styles)
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1), animate=False)
 
     def load_page(self) -> None:
         self._fetching = True
@@ -250,7 +277,7 @@ class NodesScreen(FindMixin, Screen):
             level = level_style(self.app, self.pager.value_level(n))
             st.update(dict.fromkeys(value_cols, level))
             styles.append(st)
-        table.append_rows([self.pager.cells(n) for n in added], added, styles)
+        table.append_rows([self.pager.cells(n, self._name_width) for n in added], added, styles)
         self.query_one("#nodes-title", Static).update(self.pager.title())
         self.maybe_more()
 
