@@ -474,3 +474,30 @@ def test_an_attribute_the_first_call_fills_in_says_to_set_it_before_compiling(tm
     assert "Set it before compiling (self.config.problem_type = 'single_label_classification'" \
         in d["hint"]
     assert "torch.where" not in d["hint"] and "optional argument" not in d["hint"]
+
+
+def normalised(h):
+    scale = h.abs().max().item()  # MARK item breaks
+    if scale > 0.1:  # MARK scale compared
+        h = h / scale
+    return h + 1
+
+
+@in_process
+def test_a_number_carried_across_a_graph_break_is_named_by_its_line(tmp_path):
+    """`.item()` breaks the graph; the code after the break is compiled for
+    the number it was handed (Dynamo's `___stack0`): a new number recompiles
+    it. The finding names the value by the break's line, never `___stack0`,
+    and its hint ties the recompiles to the break."""
+    run = tmp_path / "x.run"
+    with graphdbg.capture(str(run)):
+        f = torch.compile(normalised, backend="eager")
+        for k in (2.0, 3.0, 4.0):
+            f(torch.full((4,), k))
+    (d,) = recompiles(run)
+    assert at(d) == (HERE, line_of(HERE, "scale compared"))
+    made = f"the value made at test_placement_recompile.py:{line_of(HERE, 'item breaks')} " \
+        "before the graph break changed"
+    assert made in d["message"], d["message"]
+    assert "___stack" not in d["message"] + d["hint"]
+    assert "Keep the value a tensor" in d["hint"] and "torch.tensor(" not in d["hint"]

@@ -20,8 +20,9 @@ Imports no torch: plain text in, plain data out.
 from __future__ import annotations
 
 import ast
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from graphdbg.core.sourcemap import Frame, parse_traceback
 
@@ -76,6 +77,21 @@ def user_spelling(expr: str) -> str:
     expr = re.sub(r"\._(?:modules|parameters|buffers)\['([^']+)'\]", r".\1", expr)
     expr = re.sub(r"\b[GL]\['([^']+)'\]", r"\1", expr)
     return expr
+
+
+_STACK_SLOT = re.compile(r"^___stack\d+$")
+_CARRIED = "the value made at "
+
+
+def carried(g: GuardFailure, file: str | None, resumed: int | None) -> GuardFailure:
+    """A guard on ``___stackN``, a value the code after a graph break was
+    handed (Dynamo's name for the N-th value on the stack at the break),
+    named as the user knows it: the value made at the break's line."""
+    if resumed is None or not _STACK_SLOT.match(g.subject):
+        return g
+    where = f"{os.path.basename(file)}:{resumed}" if file else f"line {resumed}"
+    return replace(g, subject=f"{_CARRIED}{where} before the graph break",
+                   text=g.text.replace(g.subject, "value"))
 
 
 def parse_reason(reason: str) -> GuardFailure:
@@ -280,6 +296,12 @@ def hint(g: GuardFailure, now: str | None = None) -> str:
     if g.kind in ("type", "id"):
         return ("The graph was specialised on one object and a different one was passed "
                 "(a new module, function or object per call): reuse the same object.")
+    if g.kind == "value" and g.subject.startswith(_CARRIED) and _is_number(g.expected):
+        return ("The graph broke at that line (see its graph break), and the code after the "
+                "break was compiled for the Python number it was handed then; a new number "
+                "compiles it again, every call it changes, up to the recompile limit. Keep "
+                "the value a tensor (no .item(); branch with torch.where / torch.cond): the "
+                "break and these recompiles go together.")
     if g.kind == "value":
         if g.op not in (None, "==", "is"):  # `n < 5` held when it compiled
             return (f"The graph was specialised on `{g.text}`: each outcome compiles once. "

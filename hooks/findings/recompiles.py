@@ -23,7 +23,7 @@ from ..record.ddp import DDP_HINT, FSDP_HINT, expected_break
 from ..placement.guards import exception_chain
 from ..placement.internal import in_library, is_internal, is_internal_frame, wrapper_at
 from ..placement.nodes import innermost_user
-from .guards import GuardFailure, describe, describe_repeats, hint
+from .guards import GuardFailure, carried, describe, describe_repeats, hint
 
 _OWNERS = {"ddp": "DistributedDataParallel's own forward", "fsdp": "FSDP2's hooks"}
 
@@ -122,6 +122,9 @@ class Recompiles:
         compile; the others are kept in the detail."""
         if self._pending is not None:  # (never two at once; written rather than lost)
             self._write_recompile(self._pending)
+        if code is not None:   # the code after a graph break: its ___stackN named
+            resumed = original_function(code.function)[1]
+            guards = [carried(g, code.file, resumed) for g in guards]
         self._pending = _Recompile(code, guards, now, site, list(users), list(reasons), cid)
 
     def compile_started(self, cid: str | None) -> None:
