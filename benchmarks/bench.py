@@ -33,6 +33,10 @@ Sections (names for --only):
             and without eager ops (`--no-eager`); the figure is
             the mean step time after 10 warm-up steps (compiles, checks), the
             ratio is to plain in the same round
+  generate  an eager transformers Llama generate loop, plain and under
+            `graphdbg run` (calls after the first, in fresh processes), and
+            the cost per recorded op on its deep stacks against
+            torch.profiler (bench_generate.py)
   onnx      one torch.onnx.export(dynamo=True), each in a fresh process
             (workloads.py onnx-export), of a tiny transformers GPT-2 and of a
             wide MLP: plain, under `graphdbg run` (the export recorded and
@@ -71,7 +75,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-SECTIONS = ("capture", "compiled", "check", "localize", "runfile", "tui", "train", "onnx")
+SECTIONS = ("capture", "compiled", "check", "localize", "runfile", "tui", "train", "onnx",
+            "generate")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
        "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -820,6 +825,8 @@ def main() -> None:
     funcs = {"capture": section_capture, "compiled": section_compiled, "check": section_check,
              "localize": section_localize, "runfile": section_runfile, "tui": section_tui,
              "train": section_train, "onnx": section_onnx}
+    from bench_generate import section_generate   # imports this module's helpers
+    funcs["generate"] = section_generate
     rows: list[Row] = []
     timings = {}
     with tempfile.TemporaryDirectory(prefix="graphdbg-bench-") as tmp:

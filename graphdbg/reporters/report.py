@@ -35,14 +35,19 @@ def newest_run(directory: str = ".") -> str:
 # -- rich rendering ------------------------------------------------------------------
 
 def eager_steps_line(steps: dict | None) -> str | None:
-    """What `--eager-steps` left out, in one line; None when every step's eager
-    ops were recorded."""
+    """What `--eager-steps` left out, and what a step was, in one line; None
+    when every step's eager ops were recorded."""
     if not steps or steps.get("recorded", 0) >= steps.get("steps", 0):
         return None
-    first, every, by = steps.get("first"), steps.get("every"), steps.get("by") or "step"
+    first, every, by = steps.get("first"), steps.get("every"), steps.get("by")
+    what = {"optimizer": "optimizer steps",
+            "compiled call": "calls of the first compiled graph",
+            "module call": f"calls of the top module, {steps.get('module') or 'a module'}"
+            }.get(by, f"{by or 'program'} steps")
     later = f", then one step in {every}" if every else ""
-    return (f"eager ops recorded on {steps['recorded']} of {steps['steps']} steps ({by} steps): "
-            f"the first {first}{later} (--eager-steps all records every step)")
+    return (f"eager ops recorded on {steps['recorded']} of {steps['steps']} steps ({what}): "
+            f"the first {first}{later}; the other steps' eager ops were not seen "
+            f"(--eager-steps all records every step)")
 
 
 def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:

@@ -36,6 +36,31 @@ def outward(skip: int = 0) -> Iterator[FrameType]:
         f = f.f_back
 
 
+def when_returns(is_exit: Callable[[CodeType], bool], then: Callable[[], None],
+                 skip_dynamo: Callable) -> bool:
+    """Call ``then`` as the outermost running frame whose code ``is_exit``
+    holds returns (after its own ``with`` and ``finally`` blocks ran): a
+    profile function on this thread until then. False, and nothing done,
+    where the program has a profile function of its own. ``skip_dynamo``
+    marks the profile function for Dynamo to skip (compat.skip_dynamo)."""
+    if sys.getprofile() is not None:
+        return False
+
+    def watch(frame, event, _arg) -> None:
+        if event != "return" or not is_exit(frame.f_code):
+            return
+        f = frame.f_back
+        while f is not None:
+            if is_exit(f.f_code):
+                return   # an outer one still runs
+            f = f.f_back
+        sys.setprofile(None)
+        then()
+
+    sys.setprofile(skip_dynamo(watch))
+    return True
+
+
 def _passes_on(f: FrameType) -> bool:
     """A user frame that is a decorator's wrapper passing the call on."""
     c = f.f_code

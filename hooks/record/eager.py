@@ -90,6 +90,9 @@ class EagerRecorder(TorchDispatchMode):
         self._summary, self._summary_dirty = self.writer.op_summary_table()
         self._rows: list[tuple] = []   # op rows not yet handed to the writer
         self._next_seq = ctx.next_seq
+        # called at an op of the forward inside a module until the top module
+        # is chosen (steps.TopModuleSteps), then None
+        self.on_module_op = None
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -156,6 +159,8 @@ class EagerRecorder(TorchDispatchMode):
                 if named is None:
                     named = self.modules.path(self.walker.modules(1))
                 mpath, mcls = named
+                if self.on_module_op is not None and phase == "forward":
+                    self.on_module_op()
             seq = _sequence_nr() - 1
             # first writer wins: the op that took this sequence number made the node
             if seq >= 0:
