@@ -442,3 +442,18 @@ def clean_torch():
     torch._dynamo.reset()
     changed = state_changes(before, torch_state())
     assert not changed, f"the test left torch changed: {changed}"
+
+
+def program_fixtures(path: Path, plain_folder: str):
+    """Module-scoped `traced` (the program run under `graphdbg run`) and
+    `plain` (run without graphdbg, in a folder of its own) fixtures of one
+    program, for a test module to bind: ``traced, plain = program_fixtures(...)``."""
+    @pytest.fixture(scope="module")
+    def traced(runs):
+        return runs.program(path).ok()
+
+    @pytest.fixture(scope="module")
+    def plain(runs, tmp_path_factory):
+        return runs.spawn(path, cwd=tmp_path_factory.mktemp(plain_folder)).ok()
+
+    return traced, plain

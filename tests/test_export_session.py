@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SUPPORT, line_of
+from conftest import SUPPORT, line_of, program_fixtures
 
 PROGRAM = SUPPORT / "exports" / "dynamo_session.py"
 
@@ -20,14 +20,7 @@ def line(mark: str) -> int:
     return line_of(PROGRAM, mark)
 
 
-@pytest.fixture(scope="module")
-def traced(runs):
-    return runs.program(PROGRAM).ok()
-
-
-@pytest.fixture(scope="module")
-def plain(runs, tmp_path_factory):
-    return runs.spawn(PROGRAM, cwd=tmp_path_factory.mktemp("dynamo_session_plain")).ok()
+traced, plain = program_fixtures(PROGRAM, "dynamo_session_plain")
 
 
 def export_graph(doc: dict, mark: str) -> dict:

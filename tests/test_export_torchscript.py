@@ -8,9 +8,7 @@ and once without it, in a subprocess each, shared by the tests."""
 
 from __future__ import annotations
 
-import pytest
-
-from conftest import SUPPORT, line_of
+from conftest import SUPPORT, line_of, program_fixtures
 
 PROGRAM = SUPPORT / "exports" / "torchscript_branch.py"
 
@@ -19,14 +17,7 @@ def line(mark: str) -> int:
     return line_of(PROGRAM, mark)
 
 
-@pytest.fixture(scope="module")
-def traced(runs):
-    return runs.program(PROGRAM).ok()
-
-
-@pytest.fixture(scope="module")
-def plain(runs, tmp_path_factory):
-    return runs.spawn(PROGRAM, cwd=tmp_path_factory.mktemp("torchscript_plain")).ok()
+traced, plain = program_fixtures(PROGRAM, "torchscript_plain")
 
 
 def at(doc: dict, kind: str, mark: str) -> list[dict]:
