@@ -8,8 +8,9 @@ feature rather than testing the version wherever it can. The rest of graphdbg
 calls these and never asks which torch it runs on.
 
 Adding a release: pin it in constraints/latest.txt, widen ``SUPPORTED`` and
-pyproject.toml's range, run ``make test-torch-latest``; what broke gets an
-entry here (tests/test_compat.py checks each entry on the torch it runs on).
+pyproject.toml's range, run ``make test-torch-latest``; an older one is
+pinned in constraints/floor.txt and tested by ``make test-torch-floor``.
+What broke gets an entry here (tests/test_compat.py checks each entry on the torch it runs on).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch
 
 from graphdbg.core.errors import GraphdbgError
 
-SUPPORTED = ((2, 13), (2, 15))  # oldest and newest minor release, both tested in CI
+SUPPORTED = ((2, 11), (2, 15))  # oldest and newest minor release, both tested in CI
+# (2.11: the GPU machines' torch, constraints/floor.txt; 2.13: `make test`'s; 2.15: the newest)
 ALLOW_ENV = "GRAPHDBG_ALLOW_ANY_TORCH"  # =1: run on a torch outside SUPPORTED, with a warning
 
 

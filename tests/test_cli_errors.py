@@ -256,10 +256,10 @@ def _claiming_torch(workdir, version: str, extra: str = "") -> dict:
 
 def test_unsupported_torch_version_is_refused(workdir):
     _script(workdir, "p.py", "print('ran')\n")
-    proc = graphdbg("run", "p.py", cwd=workdir, env=_claiming_torch(workdir, "2.4.1"))
+    proc = graphdbg("run", "p.py", cwd=workdir, env=_claiming_torch(workdir, "2.10.2"))
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("graphdbg: torch 2.4.1 is not supported: graphdbg needs "
-                                   "torch>=2.13,<2.16")
+    assert proc.stderr.strip() == ("graphdbg: torch 2.10.2 is not supported: graphdbg needs "
+                                   "torch>=2.11,<2.16")
     assert proc.stdout == "" and not list(workdir.glob("*.run"))
 
 
@@ -270,7 +270,7 @@ def test_newer_torch_is_refused_unless_the_user_allows_it(workdir):
     proc = graphdbg("run", "p.py", cwd=workdir, env=env)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "graphdbg: torch 2.16.0a0+gitabc is not supported: graphdbg needs torch>=2.13,<2.16 "
+        "graphdbg: torch 2.16.0a0+gitabc is not supported: graphdbg needs torch>=2.11,<2.16 "
         "(set GRAPHDBG_ALLOW_ANY_TORCH=1 to try it at your own risk)")
     assert not list(workdir.glob("*.run"))
     # at the user's own risk: one warning line, and the run is made as usual
@@ -279,7 +279,7 @@ def test_newer_torch_is_refused_unless_the_user_allows_it(workdir):
     assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
     warned = [ln for ln in proc.stderr.splitlines() if "GRAPHDBG_ALLOW_ANY_TORCH" in ln]
     assert warned == ["graphdbg: warning: torch 2.16.0a0+gitabc is newer than graphdbg supports "
-                      "(torch>=2.13,<2.16); running because GRAPHDBG_ALLOW_ANY_TORCH=1: findings "
+                      "(torch>=2.11,<2.16); running because GRAPHDBG_ALLOW_ANY_TORCH=1: findings "
                       "may be missing or misplaced"]
     assert report_doc(workdir / "p.run")["run"]["versions"]["torch"] == "2.16.0a0+gitabc"
 
@@ -293,7 +293,7 @@ def test_a_torch_without_what_graphdbg_needs_is_refused_by_feature(workdir):
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "graphdbg: torch 2.14.0 is not supported: it lacks "
-        "TorchDispatchMode.ignore_compile_internals, which graphdbg needs (torch>=2.13,<2.16)")
+        "TorchDispatchMode.ignore_compile_internals, which graphdbg needs (torch>=2.11,<2.16)")
 
 
 def test_sigkill_leaves_a_run_that_ended_without_closing(workdir, runs):

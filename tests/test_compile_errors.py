@@ -286,6 +286,9 @@ torch.compile(f)(torch.randn(8, 8))  # graphdbg-expect: compile_error
 def test_failed_cxx_compile_at_the_users_call(workdir, runs):
     # processes of their own: a broken toolchain setting must not reach
     # inductor's process-wide caches of compiler flags and ISA checks
+    import torch._inductor.config as inductor_config
+    if not hasattr(inductor_config.cpp, "march"):   # torch 2.11 has no such setting
+        pytest.skip("this torch's inductor has no cpp.march to break its C++ compile with")
     (workdir / "p.py").write_text(CXX)
     plain = runs.spawn("p.py", cwd=workdir)
     observed = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "x.run", "p.py", cwd=workdir)

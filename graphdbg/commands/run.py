@@ -75,7 +75,7 @@ class RunCommand:
                         "status.",
             usage="graphdbg run [options] (script.py | -m module) [args ...]",
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            epilog="Every option in full: docs/options.md. Supports torch 2.13 to 2.15\n"
+            epilog="Every option in full: docs/options.md. Supports torch 2.11 to 2.15\n"
                    "(GRAPHDBG_ALLOW_ANY_TORCH=1 runs a newer one, with a warning).")
         group = {key: run.add_argument_group(title, text) for key, title, text in GROUPS}
         group["program"].add_argument("-m", dest="module", metavar="MODULE",
