@@ -47,12 +47,13 @@ def input_gradients(run: Callable, inputs: list, seed: int, float64: bool = Fals
                 if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
         if not outs:
             return None
-        # Each output's upstream gradient is drawn only once the backward
-        # has brought the output its other gradients (from later outputs:
-        # `_late_upstream`), and the outputs are let go before the backward:
-        # neither a language model's logits nor random values of their size
-        # stay alive through the backward of its loss. The draws are those of
-        # one generator seeded once, in output order, as if drawn up front.
+        # Each output's upstream gradient is drawn only when the backward
+        # reaches that output, after the gradients of what was computed from
+        # it (a loss from the logits) have arrived (`_late_upstream`), and the
+        # outputs are let go before the backward: neither a language model's
+        # logits nor random values of their size stay alive through the
+        # backward of its loss. The draws are those of one generator seeded
+        # once, in output order, as if drawn up front.
         gen = torch.Generator().manual_seed(seed)
         zeros = []
         for i, o in enumerate(outs):
