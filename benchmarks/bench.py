@@ -17,7 +17,9 @@ Sections (names for --only):
   check     a compiled GPT-2-like training loop (aot_eager, 4 steps): whole
             process time and peak RSS plain, and under `graphdbg run` without
             the eager-vs-compiled check, checking the first call and by
-            default; the cost of a checked call in steady steps
+            default; the cost of a checked call in steady steps; and the peak
+            RSS of nanoGPT's train.py with GPT-2's vocabulary (inductor, 14
+            iterations) plain, under `graphdbg run` and with --no-compare
   localize  samples/divergence_faulty.py plain and under `graphdbg run`, with
             the localization's compiles and time from the run's report
   runfile   run-file bytes per recorded eager op and graph node (a GPT-2-like
@@ -433,6 +435,49 @@ def section_check(rows: list, args, tmp: Path) -> None:
                 row.raw.update(checked_calls=checked, eager_step_s=unit,
                                check_cost_eager_steps=extra)
         rows.append(row)
+    check_nanogpt_memory(rows, args, tmp)
+
+
+def check_nanogpt_memory(rows: list, args, tmp: Path) -> None:
+    """nanoGPT's train.py (inductor, 2 x 128, batch 4 x 64, GPT-2's vocabulary:
+    256 x 50,304 logits, the check's largest values) for 14 iterations: the
+    process's peak RSS plain, under `graphdbg run` (every graph checked on
+    its first 3 calls, gradients on one) and with --no-compare; each round
+    runs the three in a rotated order, the ratio is to plain in the same
+    round, the figure the median of the rounds."""
+    rounds = 1 if args.quick else 3
+    env = {"OMP_NUM_THREADS": "1"}
+    script = ["train.py", "--dataset=random", "--device=cpu", "--dtype=float32",
+              "--compile=True", "--n_layer=2", "--n_head=4", "--n_embd=128", "--block_size=64",
+              "--batch_size=4", "--gradient_accumulation_steps=1", "--max_iters=14",
+              "--eval_interval=1000", "--eval_iters=1", "--log_interval=1", "--wandb_log=False",
+              "--always_save_checkpoint=False", "--out_dir=out"]
+    variants = [("plain python", None), ("graphdbg run -q (defaults)", []),
+                ("graphdbg run -q --no-compare", ["--no-compare"])]
+    label = "nanoGPT's train.py 2x128, vocab 50,304, batch 4x64, inductor, 14 iters"
+    peaks = {n: [] for n, _ in variants}
+    try:
+        cwd = str(nanogpt_workdir(tmp, vocab=None))
+        for r in range(rounds):
+            k = r % len(variants)
+            for n, opts in variants[k:] + variants[:k]:
+                cmd = ([sys.executable] + script if opts is None else graphdbg_cmd()
+                       + ["run", "-q", "-o", tmp / f"nanogpt-mem{r}.run"] + opts + script)
+                peaks[n].append(run_proc(cmd, cwd, env=env).check().maxrss_kib)
+            progress(f"  nanoGPT memory round {r + 1}/{rounds}: " + ", ".join(
+                f"{n} {gib(peaks[n][-1])}" for n, _ in variants))
+    except Exception as exc:  # noqa: BLE001  (this row fails, the others go on)
+        rows.append(Row("check", f"peak memory, {label}", error=f"{type(exc).__name__}: {exc}"[:500]))
+        return
+    for n, opts in variants:
+        ratios = [a / b for a, b in zip(peaks[n], peaks["plain python"])]
+        row = Row("check", f"plain python, peak memory, {label}" if opts is None
+                  else f"nanoGPT peak memory: {n}", gib(statistics.median(peaks[n])),
+                  "1.00 (baseline)" if opts is None else spread(ratios),
+                  raw={"maxrss_kib": peaks[n], "ratios": ratios})
+        if opts == []:
+            row.target, row.ok = "mem <= x1.5", statistics.median(ratios) <= 1.5
+        rows.append(row)
 
 
 # -- 4. localization -------------------------------------------------------------------
@@ -538,15 +583,16 @@ NANOGPT = HERE / "nanogpt"  # nanoGPT's model.py, train.py, configurator.py (see
 NANOGPT_ITER = re.compile(r"^iter (\d+): loss \S+, time ([\d.]+)ms", re.M)
 
 
-def nanogpt_workdir(tmp: Path) -> Path:
+def nanogpt_workdir(tmp: Path, vocab: int | None = 1000) -> Path:
     """A working directory for nanoGPT's train.py, which reads configurator.py
     and data/<dataset>/ from its cwd and imports model.py: copies of the three,
     random uint16 tokens as train.bin and val.bin (as nanoGPT's prepare.py
-    scripts write them) and a meta.pkl with the vocabulary size (1000)."""
+    scripts write them) and a meta.pkl with the vocabulary size (1000); with
+    ``vocab=None`` no meta.pkl, and train.py takes GPT-2's 50,304."""
     import pickle
 
     import numpy as np
-    work = tmp / "nanogpt"
+    work = tmp / ("nanogpt" if vocab else "nanogpt-gpt2-vocab")
     if work.exists():
         return work
     data = work / "data" / "random"
@@ -559,8 +605,9 @@ def nanogpt_workdir(tmp: Path) -> Path:
         arr[:] = rng.integers(0, 1000, n, dtype=np.uint16)
         arr.flush()
         del arr
-    with open(data / "meta.pkl", "wb") as fh:
-        pickle.dump({"vocab_size": 1000}, fh)
+    if vocab:
+        with open(data / "meta.pkl", "wb") as fh:
+            pickle.dump({"vocab_size": vocab}, fh)
     return work
 
 

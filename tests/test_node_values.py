@@ -251,6 +251,31 @@ def test_random_draws_are_replayed_so_only_real_differences_differ(tmp_path, swa
 
 
 @pytest.mark.usefixtures("clean_torch")
+def test_a_random_findings_figures_come_from_the_compile_its_node_values_do(tmp_path):
+    """The stage ladder's aot_eager_decomp_partition and the backend's own
+    compile draw different numbers: the finding keeps the stage where the
+    draws first differed, and takes its figures from the backend's compile,
+    as the per-node values do (they were 4.96 against 5.61 before)."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    with graphdbg.capture(str(tmp_path / "r.run")), torch.no_grad():
+        torch.compile(Dropped(), backend=own_random_stream(False))(torch.randn(4, 16))
+    reader = graphdbg.open_run(str(tmp_path / "r.run"))
+    try:
+        (f,) = reader.findings("divergence")
+    finally:
+        reader.close()
+    with Run(str(tmp_path / "r.run")) as run:
+        (gid,) = run.node_value_graphs()
+        (row,) = [r for r in run.node_values(gid) if r.node == f.node]
+    assert f.detail.classification == "random" and row.kind == "random"
+    assert f.detail.stage == "aot_eager_decomp_partition"
+    assert "intermediate outputs (backend" in row.compiled_from
+    assert (f.detail.max_abs, f.detail.max_rel) == (row.max_abs, row.max_rel)
+    assert "figures from stage backend's compile" in f.detail.method
+
+
+@pytest.mark.usefixtures("clean_torch")
 def test_a_recorded_divergence_in_the_diff_screen(tmp_path):
     """Engine -> run file -> DiffModel -> DiffScreen: `g` lands on the line
     the faulty backend changed."""

@@ -11,6 +11,8 @@ The float64 judge and localisation run only when compiled and eager differ.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from typing import Any
 
@@ -112,3 +114,27 @@ def export_estimate(ep, onnx: bool) -> int:
     weights = sum(_bytes(t) for t in ep.state_dict.values()) + \
         sum(_bytes(t) for t in getattr(ep, "constants", {}).values())
     return 2 * values + (3 * weights + values if onnx else 0)
+
+
+def _malloc_trim():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to call
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_freed() -> None:
+    """Give the memory the check has freed back to the system (glibc's
+    ``malloc_trim``). The check's float64 values and temporaries are freed
+    as soon as they are read, but glibc keeps freed heap pages mapped, so
+    each phase of the check would otherwise start from the last one's high
+    mark: on nanoGPT that was about 130 MB of the process's peak. Frees
+    nothing that is still in use (the program's tensors are untouched);
+    a no-op where the C library is not glibc. GPU memory is the caching
+    allocator's and left to it."""
+    if _TRIM is not None:
+        _TRIM(0)

@@ -138,6 +138,13 @@ class DivergenceChecker:
 
     def after_call(self, call_idx: int, snapshot: tuple, args: tuple, compiled_out: Any,
                    compiled_fn: Callable | None = None) -> None:
+        try:
+            self._check(call_idx, snapshot, args, compiled_out, compiled_fn)
+        finally:
+            checkcost.release_freed()  # the next phase starts from the program's memory
+
+    def _check(self, call_idx: int, snapshot: tuple, args: tuple, compiled_out: Any,
+               compiled_fn: Callable | None) -> None:
         inputs, rng, grad_mode = snapshot
         if inputs is None:
             inputs = list(args)
@@ -346,10 +353,13 @@ class DivergenceChecker:
             g_e = gradients_of(eager(self.gm), inputs, rng)
             final = compare_gradients(g_c, g_e, None, self.tol)
             if final is not None:  # the float64 judge only when they differ
+                checkcost.release_freed()  # the judge's peak on top of the program's, not ours
                 final = compare_gradients(g_c, g_e, judge_gradients(self.gm, inputs, rng), self.tol)
         except Exception as exc:
             self.ctx.internal_error(f"gradient check of graph {self.graph_id}", exc)
             return
+        finally:
+            checkcost.release_freed()
         prefixes = PrefixGradients(self.localizer, inputs, rng)
         if final is not None and "grad" not in self.reported:
             self.reported.add("grad")

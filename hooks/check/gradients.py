@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 import torch.fx
 
-from .interpreter import EagerRun, Float64Judge, nonfinite_flags
+from .interpreter import EagerRun, Float64Run, nonfinite_flags
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import clone, flat, preserved_rng, set_rng
 
@@ -43,15 +43,58 @@ def input_gradients(run: Callable, inputs: list, seed: int, float64: bool = Fals
     if not leaves:
         return None
     with torch.enable_grad():
-        out = run(*args)
-    outs = [o for o in flat(out)
-            if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
-    if not outs:
-        return None
-    gen = torch.Generator().manual_seed(seed)
-    ups = [torch.randn(tuple(o.shape), generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
-    grads = torch.autograd.grad(outs, leaves, ups, allow_unused=True)
+        outs = [o for o in flat(run(*args))
+                if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+        if not outs:
+            return None
+        # Each output's upstream gradient is drawn only when the backward
+        # reaches that output, after the gradients of what was computed from
+        # it (a loss from the logits) have arrived (`_late_upstream`), and the
+        # outputs are let go before the backward: neither a language model's
+        # logits nor random values of their size stay alive through the
+        # backward of its loss. The draws are those of one generator seeded
+        # once, in output order, as if drawn up front.
+        gen = torch.Generator().manual_seed(seed)
+        zeros = []
+        for i, o in enumerate(outs):
+            state = gen.get_state()
+            if i < len(outs) - 1:  # advance past this output's draw
+                torch.randn(tuple(o.shape), generator=gen, dtype=torch.float64)
+            zeros.append(_Seed.apply(o))
+            o.register_hook(_late_upstream(state, o.dtype))
+        total = sum(zeros)
+        del outs, zeros
+    grads = torch.autograd.grad(total, leaves, allow_unused=True)
     return [g if g is not None else torch.zeros_like(l) for g, l in zip(grads, leaves)]
+
+
+class _Seed(torch.autograd.Function):
+    """A zero standing for output ``o`` (it keeps nothing of ``o``): the
+    backward hands ``o`` zeros that cost no memory, and ``o``'s hook
+    (`_late_upstream`) adds its upstream gradient."""
+
+    @staticmethod
+    def forward(ctx, o: torch.Tensor) -> torch.Tensor:
+        ctx.meta = (tuple(o.shape), o.dtype, o.device)
+        return o.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, _one: torch.Tensor) -> torch.Tensor:
+        shape, dtype, device = ctx.meta
+        return torch.zeros((), dtype=dtype, device=device).expand(shape)
+
+
+def _late_upstream(state: torch.Tensor, dtype: torch.dtype) -> Callable:
+    """The hook that adds an output's upstream gradient to the gradient the
+    rest of the graph gave it: standard normal values drawn in float64 from
+    generator ``state``, in the output's dtype (up + g: as autograd sums them)."""
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        gen = torch.Generator()
+        gen.set_state(state)
+        up = torch.randn(tuple(grad.shape), generator=gen, dtype=torch.float64)
+        up = up.to(device=grad.device, dtype=dtype)
+        return up.add_(grad)
+    return hook
 
 
 def eager(gm: torch.fx.GraphModule, float64: bool = False) -> Callable:
@@ -59,7 +102,7 @@ def eager(gm: torch.fx.GraphModule, float64: bool = False) -> Callable:
     are wanted: the eager run keeps no value, in graphs that write in place
     too (values as they ran are the reference's job, not this one's)."""
     if float64:
-        return lambda *a: Float64Judge(gm).run(*a)
+        return lambda *a: Float64Run(gm).run(*a)
     return lambda *a: EagerRun(gm).run(*a)
 
 

@@ -4,12 +4,14 @@ class per job of the eager-vs-compiled check.
     EagerRun                  runs the graph as the program ran it, timing each node
     ├── LeanPass              the check's first pass: each value freed after its
     │                         last use, per-node NaN/Inf flags and summaries kept
+    ├── Float64Run            (+ InFloat64: floating inputs, parameters and casts
+    │                         lifted to float64) no value kept: the gradients' judge
     └── AsRanValues           keeps each node's value as it was when the node ran;
         │                     ``overrides`` are used instead of running nodes
         ├── EagerReference    + which values are NaN/Inf, traced back to where
         │   │                 they first appear (`nonfinite_origin`)
         │   └── DrawWatchingReference  + which nodes drew random numbers
-        └── Float64Judge      floating inputs, parameters and casts lifted to float64
+        └── Float64Judge      (+ InFloat64) every value in float64, kept as it ran
 
 Each overrides torch.fx.Interpreter's points: ``run_node`` for what is kept
 per node, ``placeholder``/``get_attr``/``call_*`` for how a node kind runs.
@@ -321,16 +323,12 @@ class DrawWatchingReference(EagerReference):
         return self._watched(super().call_module, target, args, kwargs)
 
 
-class Float64Judge(AsRanValues):
-    """The graph in float64, the way PyTorch's own accuracy checks build their
-    reference: floating inputs and parameters, dtype arguments, casts
-    (``.half()``, ``.float()``) and modules' parameters lifted to float64;
-    every value kept as it ran (for localisation). Overrides are used as
-    given (lift them first).
-
-        judge = Float64Judge(torch.fx.symbolic_trace(lambda x: x.half() * 3))
-        judge.run(torch.tensor([0.1]))        # tensor([0.3000], dtype=torch.float64)
-    """
+class InFloat64:
+    """Runs a graph in float64, the way PyTorch's own accuracy checks build
+    their reference: floating inputs and parameters, dtype arguments, casts
+    (``.half()``, ``.float()``) and modules' parameters lifted to float64.
+    A mixin for an `EagerRun`: `Float64Judge` keeps every value,
+    `Float64Run` none (gradients only)."""
 
     def placeholder(self, target, args, kwargs):
         return _up(super().placeholder(target, args, kwargs))
@@ -352,6 +350,24 @@ class Float64Judge(AsRanValues):
         if any(p.dtype in _FLOATS for p in mod.parameters()):
             mod = _float64_copy(mod)
         return mod(*args, **kwargs)
+
+
+class Float64Judge(InFloat64, AsRanValues):
+    """The graph in float64 (`InFloat64`), every value kept as it ran (for
+    localisation). Overrides are used as given (lift them first).
+
+        judge = Float64Judge(torch.fx.symbolic_trace(lambda x: x.half() * 3))
+        judge.run(torch.tensor([0.1]))        # tensor([0.3000], dtype=torch.float64)
+    """
+
+
+class Float64Run(InFloat64, EagerRun):
+    """The graph in float64 (`InFloat64`), each value freed after its last
+    use: the judge of gradients, whose float64 forward keeps only what
+    autograd saves.
+
+        Float64Run(torch.fx.symbolic_trace(lambda x: x * 3)).run(torch.tensor([0.1]))
+    """
 
 
 def first_pass(gm: torch.fx.GraphModule, summarize: Callable[[Any], Any] | None = None

@@ -183,6 +183,8 @@ class Localizer:
                 found = Localization(node=candidates[first], stage=stage, diff=diffs[first],
                                      method="intermediate outputs")
                 loc.values, loc.values_stage = values, stage
+                if loc.random is not None:  # its figures from the compile the values are from
+                    self._refigure(loc.random, candidates, diffs, stage)
                 if not is_random(self.nodes[found.node]):
                     loc.node, loc.stage, loc.diff, loc.method = found.node, stage, found.diff, found.method
                     break
@@ -217,6 +219,23 @@ class Localizer:
             progress.end()
             loc.seconds = time.perf_counter() - t0
         return loc
+
+    def _refigure(self, random: Localization, candidates: list[str],
+                  diffs: list[ValueDiff | None], stage: str) -> None:
+        """A later stage's compile whose intermediates become the per-node
+        values: the random finding (stage: where the draws first differed)
+        takes its figures from the same compile, and says so. Where its node
+        draws alike in this compile, its figures stay with the earlier one."""
+        d = diffs[candidates.index(random.node)]
+        if stage == random.stage:
+            return
+        name = (lambda st: self.backend if st == "user" else st)
+        if d is None:
+            random.method = (f"intermediate outputs; figures from stage {name(random.stage)}'s "
+                             f"compile (in {name(stage)}'s, the node values', it draws as eager)")
+            return
+        random.diff = d
+        random.method = f"intermediate outputs; figures from stage {name(stage)}'s compile, as the node values"
 
     def _beyond_random(self, candidates: list[str], compiled: dict[str, Any], inputs: list,
                        rng: tuple, found: Localization) -> Localization | None:

@@ -34,7 +34,7 @@ from graphdbg.runfile.records import NodeValueRow
 
 from .numerics import DEFAULT_TOLERANCES, Tolerance, compare_values, is_finding, rmse
 from .subgraphs import COMPUTE_OPS, is_random, output_names
-from . import verdicts
+from . import streamed, verdicts
 from ..record.tensorstats import describe, summarize
 
 OK, DIFFERS, FIRST, NOT_COMPARED = "ok", "differs", "first divergent", "not compared"
@@ -78,36 +78,21 @@ def errors(compiled: Any, eager: Any) -> tuple[float | None, float | None]:
         return math.inf, math.inf
     if compiled.numel() == 0:
         return 0.0, 0.0
-    c64 = compiled.detach().to(torch.float64)
-    e64 = eager.detach().to(torch.float64)
-    if c64.is_complex():
-        c64, e64 = c64.abs(), e64.abs()
-    if bool((torch.isnan(c64) != torch.isnan(e64)).any()) or \
-            bool((torch.isinf(c64) != torch.isinf(e64)).any()):
-        return math.inf, math.inf
-    both = torch.isfinite(c64) & torch.isfinite(e64)
-    d = (c64 - e64).abs()[both]
-    if d.numel() == 0:
-        return 0.0, 0.0
     atol = DEFAULT_TOLERANCES.get(eager.dtype, (1e-4, 1e-5))[1]
-    rel = d / e64.abs()[both].clamp_min(atol)
-    return float(d.max()), float(rel.max())
+    a = streamed.apart(compiled, eager, atol)  # float64 a piece at a time
+    if a.nan_mismatch or a.inf_mismatch:
+        return math.inf, math.inf
+    return a.max_abs, a.max_rel
 
 
 def _distance(judge: Any, value: Any) -> float | None:
-    """rmse(judge, value) as `numerics.rmse` (over finite differences), in
-    two passes when every difference is finite (the usual case)."""
+    """rmse(judge, value) as `numerics.rmse` (over finite differences)."""
     if (_has_data(judge) and _has_data(value)
             and judge.shape == value.shape and value.is_floating_point()
             and judge.is_floating_point()):
-        n = value.numel()
-        if n == 0:
+        if value.numel() == 0:
             return 0.0
-        d = judge.detach().to(torch.float64) - value.detach().to(torch.float64)
-        norm = float(torch.linalg.vector_norm(d))
-        if math.isfinite(norm):
-            return norm / math.sqrt(n)
-        return rmse(judge.detach(), value.detach())
+        return rmse(judge, value)
     return None
 
 

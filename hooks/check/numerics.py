@@ -19,6 +19,8 @@ from typing import Any, Iterable
 
 import torch
 
+from . import streamed
+
 # (rtol, atol) per dtype: loose enough for reordered reductions, tight enough
 # for a changed op.
 DEFAULT_TOLERANCES = {
@@ -55,11 +57,8 @@ class ValueDiff:
 
 
 def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
-    d = (a.to(torch.float64) - b.to(torch.float64))
-    d = d[torch.isfinite(d)]
-    if d.numel() == 0:
-        return 0.0
-    return float(torch.sqrt(torch.mean(d * d)))
+    """Root mean square of the finite differences, in float64 piece by piece."""
+    return streamed.rmse(a, b)
 
 
 def compare_values(compiled: Any, eager: Any, judge: Any = None,
@@ -77,40 +76,32 @@ def compare_values(compiled: Any, eager: Any, judge: Any = None,
     if not (eager.is_floating_point() or eager.is_complex()):
         if torch.equal(compiled, eager):
             return None
-        diff = (compiled.to(torch.float64) - eager.to(torch.float64)).abs()
-        return ValueDiff(float(diff.max()), math.inf, None, None, "miscompile", dtype)
+        return ValueDiff(streamed.max_abs_diff(compiled, eager), math.inf, None, None,
+                         "miscompile", dtype)
     d_rtol, d_atol = DEFAULT_TOLERANCES.get(eager.dtype, (1e-4, 1e-5))
     rtol = d_rtol if tol.rtol is None else tol.rtol
     atol = d_atol if tol.atol is None else tol.atol
-    c64, e64 = compiled.detach().to(torch.float64), eager.detach().to(torch.float64)
-    if torch.allclose(c64, e64, rtol=rtol, atol=atol, equal_nan=True):
+    # float64 a piece at a time (streamed.py): a whole copy of a large value
+    # and its temporaries cost several times the value
+    if streamed.allclose(compiled, eager, rtol, atol):
         return None
-    nan_mismatch = bool((torch.isnan(c64) != torch.isnan(e64)).any())
-    both = torch.isfinite(c64) & torch.isfinite(e64)
-    abs_err = (c64 - e64).abs()[both]
-    max_abs = float(abs_err.max()) if abs_err.numel() else math.inf
-    rel = abs_err / e64.abs()[both].clamp_min(atol)
-    max_rel = float(rel.max()) if rel.numel() else math.inf
-    fin_c, fin_e = torch.isfinite(c64), torch.isfinite(e64)
-    only_c, only_e = fin_c & ~fin_e, fin_e & ~fin_c  # finite on one side only
-    in_e, in_c = bool(only_c.any()), bool(only_e.any())  # NaN/Inf in eager, compiled
+    judged = isinstance(judge, torch.Tensor) and judge.shape == eager.shape
+    a = streamed.apart(compiled, eager, atol, judge if judged else None)
+    nan_mismatch = a.nan_mismatch
+    max_abs, max_rel = (a.max_abs, a.max_rel) if a.both else (math.inf, math.inf)
+    in_e, in_c = a.nonfinite_in_eager, a.nonfinite_in_compiled  # NaN/Inf in eager, compiled
     if nan_mismatch or in_e or in_c:
         max_abs = max_rel = math.inf
     eager_err = compiled_err = None
     kind = "miscompile"
-    judged = isinstance(judge, torch.Tensor) and judge.shape == eager.shape
     if judged:
-        eager_err, compiled_err = rmse(judge, e64), rmse(judge, c64)
+        eager_err, compiled_err = rmse(judge, eager), rmse(judge, compiled)
         if not nan_mismatch and compiled_err <= MULTIPLIER * eager_err + atol / 10:
             kind = "precision"
     if in_e or in_c:
-        bad = torch.where(only_c, e64, c64)[only_c | only_e]  # the non-finite values
-        fp64 = None
-        if judged:
-            fp64 = bool(torch.isfinite(judge.detach().to(torch.float64)[only_c | only_e]).all())
         return ValueDiff(max_abs, max_rel, eager_err, compiled_err, "nonfinite", dtype,
                          side="both" if in_e and in_c else "eager" if in_e else "compiled",
-                         value="NaN" if bool(torch.isnan(bad).any()) else "Inf", fp64_finite=fp64)
+                         value="NaN" if a.bad_nan else "Inf", fp64_finite=a.judge_finite)
     return ValueDiff(max_abs, max_rel, eager_err, compiled_err, kind, dtype)
 
 
