@@ -296,8 +296,14 @@ def section_capture(rows: list, args, tmp: Path) -> None:
 # -- 2. compiled steady state --------------------------------------------------------
 
 def section_compiled(rows: list, args, tmp: Path) -> None:
+    """Issue 34's probe (benchmarks/compiled_probe.py: Linear 256->512, GELU,
+    Linear, LayerNorm, Linear; batch 64; 2,000 calls under no_grad, one
+    thread), plain and under `graphdbg run`, one process each, interleaved;
+    then graphdbg's own cost per steady call measured in one process
+    (benchmarks/hotpath.py: the same compiled code with and without
+    graphdbg's wrapper, CPU time, interleaved rounds)."""
     rounds, calls = (1 if args.quick else 3), 2000
-    script = [HERE / "workloads.py", "compiled-mlp", "--calls", str(calls)]
+    script = [HERE / "compiled_probe.py", "--calls", str(calls)]
     variants = {
         "plain python": lambda i: [sys.executable] + script,
         "graphdbg run (defaults)": lambda i: graphdbg_cmd() + [
@@ -317,11 +323,22 @@ def section_compiled(rows: list, args, tmp: Path) -> None:
     for n in names:
         ratios = [a / b for a, b in zip(loops[n], loops["plain python"])]
         per_call = statistics.median(loops[n]) / calls * 1e6
-        row = Row("compiled", f"inductor MLP 256-512-256, batch 64: {n}",
+        row = Row("compiled", f"probe MLP 256-512-512-256 (GELU, LayerNorm), batch 64: {n}",
                   f"{per_call:.0f} us/call", "1.00 (baseline)" if n == "plain python"
                   else spread(ratios), raw={"loop_s": loops[n], "calls": calls})
         if n == "graphdbg run (defaults)":
             row.target, row.ok = "<= x1.03", statistics.median(ratios) <= 1.03
+        rows.append(row)
+    hot = [HERE / "hotpath.py", "--rounds", "7" if args.quick else "15"]
+    for label, extra in (("whole", []), ("without the step events", ["--without-steps"])):
+        own = run_proc([sys.executable] + hot + ["--batch", "1"] + extra, str(tmp)).last_json()
+        lo, hi = own["own_us_range"]
+        row = Row("compiled", f"graphdbg's own cost per steady call ({label}; probe at batch 1, "
+                  f"{own['plain_us']:.0f} us/call plain, CPU time)",
+                  f"{own['own_us_median']:.1f} us ({lo:.1f} to {hi:.1f})",
+                  spread([own["ratio_median"], *own["ratio_range"]]), raw=own)
+        if not extra:
+            row.target, row.ok = "<= 5 us", own["own_us_median"] <= 5
         rows.append(row)
 
 

@@ -60,12 +60,14 @@ class GraphQueries:
         """Every graph, by id (graphs are few; the graph code is left out)."""
         buckets = self._per_graph("graphdbg_ddp_bucket")
         exports = self._per_graph("graphdbg_export")
-        return [self._with_events(self._graph(r), buckets, exports)
+        totals = self.call_totals()
+        return [self._with_events(_with_totals(self._graph(r), totals), buckets, exports)
                 for r in self._rows(self._GRAPH_SQL + "ORDER BY g.id")]
 
     def graph(self, graph_id: int) -> Graph | None:
         rows = self._rows(self._GRAPH_SQL + "WHERE g.id = ?", (graph_id,))
-        return self._with_events(self._graph(rows[0]), self._per_graph("graphdbg_ddp_bucket"),
+        return self._with_events(_with_totals(self._graph(rows[0]), self.call_totals()),
+                                 self._per_graph("graphdbg_ddp_bucket"),
                                  self._per_graph("graphdbg_export")) \
             if rows else None
 
@@ -88,6 +90,18 @@ class GraphQueries:
             fid = op.get("user_frame")
             f = self._resolve([fid]).get(fid, NO_FRAME) if isinstance(fid, int) else NO_FRAME
             out["op"] = {"op": op.get("op"), "phase": op.get("phase"), **f.as_dict()}
+        return out
+
+    def call_totals(self) -> dict[int, dict]:
+        """{graph id: {calls, total_ns, min_ns, max_ns}} of the calls that
+        have no row in ``calls`` (a graph's steady calls: the event
+        ``graphdbg_call_totals``, the latest of each graph)."""
+        out = {}
+        for (md,) in self._rows("SELECT metadata FROM events WHERE name = ? ORDER BY seq",
+                                ("graphdbg_call_totals",)):
+            fields = dict((_loads(md) or {}).get("graphdbg_call_totals") or {})
+            if isinstance(fields.get("graph_id"), int):
+                out[fields.pop("graph_id")] = fields
         return out
 
     def _per_graph(self, event: str) -> dict[int, dict]:
@@ -406,3 +420,18 @@ class GraphQueries:
                 if rows:
                     return self._node_value_records(rows)[0]
         return None
+
+
+def _with_totals(g: Graph, totals: dict[int, dict]) -> Graph:
+    """A graph's figures with its calls that have no row added (they are
+    steady calls: neither the first nor a checked one)."""
+    t = totals.get(g.id)
+    if not t or not t.get("calls"):
+        return g
+    lo, hi = t.get("min_ns"), t.get("max_ns")
+    return dataclasses.replace(
+        g, calls=g.calls + int(t["calls"]), total_call_ns=g.total_call_ns + int(t.get("total_ns") or 0),
+        min_call_ns=min(v for v in (g.min_call_ns, lo) if v is not None) if lo is not None else g.min_call_ns,
+        max_call_ns=max(v for v in (g.max_call_ns, hi) if v is not None) if hi is not None else g.max_call_ns,
+        steady_call_ns=min(v for v in (g.steady_call_ns, lo) if v is not None)
+        if lo is not None else g.steady_call_ns)

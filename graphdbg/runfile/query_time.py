@@ -136,10 +136,14 @@ class TimeQueries:
     def graph_call_lines(self) -> list[tuple[int, str, int, int]]:
         """(graph id, file, first line, total call ns) of each compiled
         function that was called, at its first line."""
-        return [tuple(r) for r in self._rows(
+        rows = {r[0]: list(r) for r in self._rows(
             "SELECT g.id, g.code_file, g.code_line, COALESCE(SUM(c.wall_ns),0) FROM calls c "
             "JOIN graphs g ON g.id = c.graph_id WHERE g.code_file IS NOT NULL AND "
-            "g.code_file != '' GROUP BY g.id")]
+            "g.code_file != '' GROUP BY g.id")}
+        for gid, t in self.call_totals().items():   # the calls without a row of their own
+            if gid in rows:
+                rows[gid][3] += int(t.get("total_ns") or 0)
+        return [tuple(r) for r in rows.values()]
 
     # -- eager ops --------------------------------------------------------------------
     # frames come from the frame cache, not a join: a million ops share a few

@@ -8,7 +8,11 @@ changing any object Dynamo compares or guards on, so the program compiles the
 same graphs as without graphdbg.
 
 The compiled callable is wrapped to time its calls, summarise its outputs and
-keep the eager recorder off while it runs.
+keep the eager recorder off while it runs. A call gets a row of its own
+(``calls``) when it is sampled (`summarized_call`), checked, or runs in a step
+whose eager ops are recorded; every other call (the steady state) only adds
+to its graph's totals (`CallTotals`, the event ``graphdbg_call_totals``), so
+graphdbg's cost per call stays a counter and a clock.
 
 A module (or function) compiled whole whose code lives in torch --
 ``torch.compile(nn.Sequential(...))`` -- reaches the backend as torch's own
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import re
 import time
 import weakref
@@ -53,6 +56,12 @@ from .tensors import TensorKeeper
 _perf_ns = time.perf_counter_ns
 _fake_mode_set = torch._C._get_dispatch_mode
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
+# the dispatch-mode stack through torch's C functions: torch.utils._python_dispatch's
+# _pop_mode/_push_mode wrap these in Python checks a steady call need not pay for
+_stack_len = torch._C._len_torch_dispatch_stack
+_stack_at = torch._C._get_dispatch_stack_at
+_stack_pop = torch._C._pop_torch_dispatch_stack
+_stack_push = torch._C._push_on_torch_dispatch_stack
 
 
 def _describe_value(value: Any) -> tuple[list, list]:
@@ -195,6 +204,43 @@ def summarized_call(call_idx: int) -> bool:
     return call_idx < STATS_FIRST_CALLS or call_idx % STATS_EVERY == 0
 
 
+class CallTotals:
+    """A graph's calls that have no row of their own: how many, and their
+    time (total, fastest, slowest). Written as the event
+    ``graphdbg_call_totals`` (the latest per graph counts); readers add them
+    to the rows' figures."""
+
+    __slots__ = ("graph_id", "n", "calls", "total_ns", "min_ns", "max_ns", "written")
+
+    def __init__(self, graph_id: int) -> None:
+        self.graph_id = graph_id
+        self.n = 0                # calls so far (the next call's index)
+        self.calls = 0            # ... of them without a row
+        self.total_ns = 0
+        self.min_ns = 0
+        self.max_ns = 0
+        self.written = 0          # `calls` when last written
+
+    def event(self, ctx: CaptureContext) -> EventRow:
+        self.written = self.calls
+        return EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_call_totals",
+                        compile_id=None, metadata=dumps({"graphdbg_call_totals": {
+                            "graph_id": self.graph_id, "calls": self.calls,
+                            "total_ns": self.total_ns, "min_ns": self.min_ns,
+                            "max_ns": self.max_ns}}), payload=None)
+
+
+def _eager_recording(ctx: CaptureContext) -> bool:
+    """Whether the eager recorder records now (on the dispatch-mode stack, not
+    paused): the calls of such a step get rows, which `graphdbg diff` pairs
+    with the step's eager ops."""
+    mode = ctx.eager_mode
+    if mode is None or ctx.eager_paused:
+        return False
+    n = _stack_len()
+    return any(_stack_at(i) is mode for i in range(n - 1, -1, -1))
+
+
 def _emit_call(p: tuple, stats: list) -> None:
     writer, seq, graph_id, call_idx, wall_ns, described = p
     outputs = [{"shape": shape, "dtype": dtype, "stats": s}
@@ -209,6 +255,7 @@ class BackendRecorder:
         self.findings = findings
         self.keeper = keeper
         self.checkers: dict[int, Any] = {}   # graph id -> DivergenceChecker
+        self.totals: dict[int, CallTotals] = {}
         self._orig: Callable | None = None
 
     def install(self) -> None:
@@ -236,7 +283,18 @@ class BackendRecorder:
                     except Exception as exc:
                         ctx.internal_error("gradient check", exc)
 
+    def write_totals(self) -> None:
+        """The steady calls counted since they were last written."""
+        for totals in self.totals.values():
+            if totals.calls != totals.written:
+                self.ctx.writer.add(totals.event(self.ctx))
+
     def uninstall(self) -> None:
+        try:
+            self.write_totals()
+        except Exception as exc:
+            self.ctx.internal_error("call totals", exc)
+        self.totals = {}
         self.checkers = {}
         if self._orig is not None:
             WrapBackendDebug.__call__ = self._orig
@@ -382,7 +440,7 @@ class BackendRecorder:
     def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None,
                        collective: bool = False) -> Callable:
         fn = _real_forward(fn)
-        counter = itertools.count()
+        totals = self.totals[graph_id] = CallTotals(graph_id)
         # Weakly: Dynamo may keep the wrapper (its __compiled_fn globals stay in
         # the program's module after a reset) long after the session ended; it
         # must not keep the session's recorder, checkers and writer alive too.
@@ -398,8 +456,16 @@ class BackendRecorder:
                 # not a call of the program's: DDPOptimizer runs each bucket's
                 # compiled graph on fake tensors while it compiles the next
                 return fn(*args, **kwargs)
-            return r._run(fn, graph_id, counter, args, kwargs, r.checkers.get(graph_id),
-                          collective)
+            call_idx = totals.n
+            totals.n = call_idx + 1
+            checker = r.checkers.get(graph_id)
+            ctx = r.ctx
+            if (call_idx >= STATS_FIRST_CALLS and call_idx % STATS_EVERY and not collective
+                    and ctx.active and (checker is None or (
+                        checker.pending_grads is None and not checker.wants(call_idx)))
+                    and (ctx.eager_paused or ctx.eager_mode is None or not _eager_recording(ctx))):
+                return r._steady(fn, totals, call_idx, args, kwargs, checker)
+            return r._run(fn, graph_id, call_idx, args, kwargs, checker, collective)
 
         if hasattr(fn, "_boxed_call"):
             compiled_graph._boxed_call = fn._boxed_call
@@ -407,11 +473,62 @@ class BackendRecorder:
         compiled_graph._graphdbg_inner = fn
         return compiled_graph
 
-    def _run(self, fn: Callable, graph_id: int, counter, args: tuple, kwargs: dict,
+    def _steady(self, fn: Callable, totals: CallTotals, call_idx: int, args: tuple,
+                kwargs: dict, checker=None):
+        """A call with no row: the eager recorder off the stack while it runs
+        (when it is on it: a muted recorder would still be called per op), its
+        time added to its graph's totals. Nothing else."""
+        ctx = self.ctx
+        graph_id = totals.graph_id
+        ctx.eager_paused += 1
+        mode = ctx.eager_mode
+        popped = False
+        if mode is not None:
+            n = _stack_len()
+            if n and _stack_at(n - 1) is mode:
+                _stack_pop(None)
+                popped = True
+        ctx.in_call = (graph_id, call_idx)
+        try:
+            t0 = _perf_ns()
+            out = fn(*args, **kwargs)
+            dt = _perf_ns() - t0
+        except Exception as exc:
+            ctx.in_call = None
+            ctx.last_call = (graph_id, call_idx, True)   # it raised
+            if checker is not None:
+                with ctx.own_work():
+                    try:
+                        checker.locate_failure(call_idx, args, exc)
+                    except Exception as inner:
+                        ctx.internal_error("runtime-error mapper", inner)
+            raise
+        finally:
+            if popped:
+                _stack_push(mode)
+            ctx.eager_paused -= 1
+        ctx.in_call = None
+        ctx.last_call = (graph_id, call_idx, False)
+        if totals.calls:
+            totals.total_ns += dt
+            if dt < totals.min_ns:
+                totals.min_ns = dt
+            elif dt > totals.max_ns:
+                totals.max_ns = dt
+        else:
+            totals.total_ns = totals.min_ns = totals.max_ns = dt
+        totals.calls += 1
+        for listener in ctx.call_listeners:
+            try:
+                listener(graph_id)
+            except Exception as exc:
+                ctx.internal_error("call listener", exc)
+        return out
+
+    def _run(self, fn: Callable, graph_id: int, call_idx: int, args: tuple, kwargs: dict,
              checker=None, collective: bool = False):
         ctx = self.ctx
         with ctx.compiled_code():
-            call_idx = next(counter)
             if collective and ctx.on_collective is not None:
                 ctx.on_collective()   # a rank may wait in this call: what is held is written
             ctx.in_call = (graph_id, call_idx)
@@ -472,6 +589,7 @@ class BackendRecorder:
                                    for t in tensors]) + "]"
             ctx.writer.add(CallRow(seq=ctx.next_seq(), graph_id=graph_id, call_idx=call_idx,
                                    wall_ns=wall_ns, outputs=text))
+            self._totals_due(graph_id)
             return
         seq = ctx.next_seq()
         # the row waits for its statistics (batched, read back without waiting)
@@ -482,3 +600,11 @@ class BackendRecorder:
         if values == "full" and call_idx < 4:
             self.keeper.keep(f"call:{seq}", tensors,
                              f"{ctx.graphs[graph_id].code_name or ''} graph {graph_id}")
+        self._totals_due(graph_id)
+
+    def _totals_due(self, graph_id: int) -> None:
+        """A sampled call (one in `STATS_EVERY`) writes its graph's totals too:
+        a run that ends without a stop (a crash) lacks at most that many calls."""
+        totals = self.totals.get(graph_id)
+        if totals is not None and totals.calls != totals.written:
+            self.ctx.writer.add(totals.event(self.ctx))

@@ -9,8 +9,13 @@ the FX nodes each kernel computes. torch keeps both in an FX graph cache entry
 
 The times: for the first `SAMPLED_CALLS` calls of a graph, the generated
 module's kernel globals (``cpp_fused_*``, ``triton_*``, ``extern_kernels``)
-are replaced by timing wrappers; then the originals come back and only the
-first kernel keeps a counting shim, so later calls cost one Python call. The
+are replaced by timing wrappers; then the originals come back, and later
+calls of a forward or inference module cost nothing (its graph's calls are
+counted by the recording backend). A backward module, whose calls only its
+kernels see, keeps one counting shim on its first kernel: one Python call
+per backward, and a kernel reached through a namespace (``extern_kernels.mm``)
+is counted through a copy of the namespace, so no attribute lookup runs
+Python code. The
 wrappers check each kernel against the order the wrapper code calls them in;
 a mismatch (a branch in the wrapper) drops the module's times rather than
 misattribute them. CPU kernels run synchronously and are timed with the
@@ -67,31 +72,37 @@ class _Timed:
 
 class _Namespace:
     """``extern_kernels`` (or ``aten``...) with the kernels called through it
-    timed, or with ``count`` set, only that one counted."""
+    timed, while the module's calls are sampled."""
 
-    __slots__ = ("_mod", "_prefix", "_obj", "_count", "_counting")
+    __slots__ = ("_mod", "_prefix", "_obj")
 
-    def __init__(self, mod: "ModuleKernels", prefix: str, obj: Any, count: str | None = None) -> None:
-        self._mod, self._prefix, self._obj, self._count = mod, prefix, obj, count
-        self._counting = None
+    def __init__(self, mod: "ModuleKernels", prefix: str, obj: Any) -> None:
+        self._mod, self._prefix, self._obj = mod, prefix, obj
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._obj, attr)
         full = f"{self._prefix}.{attr}"
-        if self._count:  # after sampling, every call of the graph: one shim, made once
-            if full == self._count:
-                if self._counting is None:
-                    self._counting = _Counting(self._mod, value)
-                return self._counting
-            if not self._count.startswith(full + "."):
-                return value
-            return _Namespace(self._mod, full, value, self._count)
         names = self._mod.names
         if full in names:
             return _Timed(self._mod, full, value)
         if any(n.startswith(full + ".") for n in names):
-            return _Namespace(self._mod, full, value, self._count)
+            return _Namespace(self._mod, full, value)
         return value
+
+
+class _CountingNamespace:
+    """A copy of a kernel namespace (``extern_kernels``) whose one attribute is
+    a `_Counting` shim. Its attributes live in the copy's ``__dict__``, so the
+    generated code's lookups are plain ones; ``__getattr__`` runs only for a
+    name the copy lacks (added to the namespace later), from the original."""
+
+    def __init__(self, obj: Any, attr: str, counting: "_Counting") -> None:
+        self.__dict__.update(vars(obj))
+        self.__dict__["_graphdbg_namespace"] = obj
+        self.__dict__[attr] = counting
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.__dict__["_graphdbg_namespace"], attr)
 
 
 class _Counting:
@@ -187,19 +198,23 @@ class ModuleKernels:
         return out
 
     def restore(self, count: bool) -> None:
-        """Put the module's kernels back; with ``count`` the first one keeps a
-        counting shim so the graph's later calls are still counted."""
+        """Put the module's kernels back; with ``count``, a backward module's
+        first kernel keeps a counting shim so its later calls are counted
+        (a forward's are counted by the recording backend: nothing stays)."""
         self.sampling = False
         if self.module is None:
             return
         g = self.module.__dict__
         for base, orig in self.patched.items():
             g[base] = orig
-        if count and self.order and self.broken is None:
+        if count and self.order and self.broken is None and self.part == "backward":
             first = self.order[0][0]
-            base = first.split(".")[0]
-            g[base] = (_Counting(self, self.patched[base]) if base == first
-                       else _Namespace(self, base, self.patched[base], count=first))
+            base, _, attr = first.partition(".")
+            orig = self.patched[base]
+            if not attr:
+                g[base] = _Counting(self, orig)
+            elif "." not in attr and hasattr(orig, "__dict__"):
+                g[base] = _CountingNamespace(orig, attr, _Counting(self, getattr(orig, attr)))
         self._resolve_events()
 
     def unpatch(self) -> None:

@@ -371,7 +371,11 @@ def _torch_stats(y: torch.Tensor, n: int, n_nan: int | None, n_inf: int | None,
     d = y - m1
     sum_d = d.sum()
     ss_d = d.square_().sum()
-    mn, mx, m1, sum_d, ss_d = torch.stack([*torch.aminmax(y), m1, sum_d, ss_d]).tolist()
+    if minmax is None:
+        mn, mx, m1, sum_d, ss_d = torch.stack([*torch.aminmax(y), m1, sum_d, ss_d]).tolist()
+    else:   # known (`_fast_stats`, or before scaling): not read again
+        mn, mx = minmax
+        m1, sum_d, ss_d = torch.stack([m1, sum_d, ss_d]).tolist()
     del d
     if n_nan is None:
         if _isfinite(mn) and _isfinite(mx):
