@@ -6,7 +6,11 @@ finite (which side, and whether float64 is finite there: rmse ignores
 non-finite values, so without this an overflow in eager would pass for
 eager's rounding); else a ``miscompile`` when the compiled error against the
 float64 judge is clearly larger than eager's own (the rule of PyTorch's
-accuracy checks: rmse(judge, compiled) > 2 * rmse(judge, eager) + atol/10),
+accuracy checks, torch._dynamo.utils.same: rmse(judge, compiled) > 2 *
+rmse(judge, eager) + tol/10, with tol the larger of the dtype's rtol and
+atol, as torch uses one tol for both: 1e-4 in float32; with atol alone,
+1e-6, a clean inductor backward's reordered float32 sums read as a
+miscompile),
 and ``precision`` otherwise; a precision difference is a finding only in a
 low-precision dtype (benign float32 reordering is not).
 """
@@ -96,7 +100,7 @@ def compare_values(compiled: Any, eager: Any, judge: Any = None,
     kind = "miscompile"
     if judged:
         eager_err, compiled_err = rmse(judge, eager), rmse(judge, compiled)
-        if not nan_mismatch and compiled_err <= MULTIPLIER * eager_err + atol / 10:
+        if not nan_mismatch and compiled_err <= MULTIPLIER * eager_err + max(rtol, atol) / 10:
             kind = "precision"
     if in_e or in_c:
         return ValueDiff(max_abs, max_rel, eager_err, compiled_err, "nonfinite", dtype,
