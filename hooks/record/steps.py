@@ -50,6 +50,9 @@ _tracing_state = torch._C._get_tracing_state
 _KINDS = ("module call", "compiled call", "optimizer")
 
 
+_QUOTED: dict = {}   # a step kind -> its JSON string
+
+
 class StepClock:
     """Calls ``on_step(restart, compiled)`` at the end of each step of the
     program. Steps are counted by the strongest kind seen (`_KINDS`): optimizer
@@ -283,16 +286,24 @@ class EagerSchedule:
     def _next_step(self, restart: bool = False, compiled: bool = False) -> None:
         self.done = 1 if restart else self.done + 1
         ctx = self.ctx
+        by = self._by()
+        quoted = _QUOTED.get(by)
+        if quoted is None:
+            quoted = _QUOTED[by] = json.dumps(by)
+        # the payload json.dumps would write, made by hand: this runs once per
+        # compiled call in a program whose steps are its compiled calls
         ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_step",
                                 compile_id=None, metadata=None,
-                                payload=json.dumps({"step": self.done, "restart": restart,
-                                                    "by": self._by()})))
+                                payload=f'{{"step": {self.done}, "restart": '
+                                        f'{"true" if restart else "false"}, "by": {quoted}}}'))
         if self.always:
             return  # every step recorded: the recorder stays as it is
         want = recorded_step(self.done + 1, self.first, self.every)
         mode = self.ctx.eager_mode
-        if mode is not None:
-            # a step's end: what the recorder still holds is written now
+        if mode is not None and not self._off:
+            # a recorded step's end: what the recorder still holds is written
+            # now (a step it sat out left nothing new; the next recorded
+            # step's end, or the session's, writes what is still on its way)
             mode.step_end()
         self._turn(on=want, compiled=compiled)
 
