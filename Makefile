@@ -9,7 +9,7 @@ SHELL  := /bin/bash
 # packages; pip warns once per package. The filter keeps pip's exit status.
 PIP_FILTER := grep -v "is ignored: it is neither a file nor a directory"
 
-.PHONY: demo test test-torch-latest bench install install-torch-latest clean \
+.PHONY: demo test test-fast test-torch-latest bench install install-torch-latest clean \
 	install-torch-floor test-torch-floor gpu-wheels gpu-check
 
 install: $(STAMP)
@@ -38,14 +38,23 @@ bench: $(STAMP)
 # pytest exits 5 when it collected no test: we say so loudly but let every
 # other non-zero status (failures, errors, interrupts) fail the target.
 # Two xdist workers (one per core here); tests that read the same sample runs
-# share a worker (--dist loadgroup, tests/conftest.py).
+# share a worker (--dist loadgroup, tests/conftest.py). $(2): the target's own
+# paths and options, before PYTEST_ARGS (which adds to them, e.g. -x or -k).
 define run_pytest
-@$(1)/python -m pytest -q -rfEs -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS); rc=$$?; \
+@$(1)/python -m pytest -q -rfEs -n 2 --dist loadgroup --durations=15 $(2) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test (exit 5)"; exit 0; fi; exit $$rc
 endef
 
+# The tests are in tiers, one folder each (docs/development.md, "Tests"):
+# tests/unit (no torch.compile, no program run), tests/capture (in-process
+# torch.compile and Dynamo, cheap backends), tests/e2e (programs under
+# `graphdbg run`, inductor, distributed, exports, the TUI, the pytest plugin).
+# `make test` runs them all; `make test-fast` the unit tier, for the inner loop.
 test: $(STAMP)
 	$(call run_pytest,$(BIN))
+
+test-fast: $(STAMP)
+	$(call run_pytest,$(BIN),tests/unit)
 
 # -- the newest supported torch (CI's second leg) ---------------------------------
 # Its wheel is the CUDA build, several GB: torch and the other dependencies go
@@ -109,21 +118,21 @@ FLOOR_BASE   := $(CI_CACHE)/venv-torch-floor-$(FLOOR_KEY)
 FLOOR_VENV   := .venv-torch-floor
 FLOOR_STAMP  := $(FLOOR_VENV)/.graphdbg-installed-$(FLOOR_KEY)
 # what changes between torch releases: the compat seam, every sample's findings
-# at the same lines as on the other legs (tests/test_torch_versions.py runs the
+# at the same lines as on the other legs (tests/e2e/test_torch_versions.py runs the
 # golden samples; the goldens' whole documents are 2.13's: on 2.11 transformers
 # traces other masking code and torch's own source lines differ, so
-# tests/test_golden.py is not in this leg), placement, exports, compile errors,
+# tests/e2e/test_golden.py is not in this leg), placement, exports, compile errors,
 # the device statistics and the GPU check's CPU-safe parts. Deselected: what
 # 2.11 places less precisely (docs/development.md): Dynamo's 2.11 tracebacks
 # carry no columns, so an export's caret covers the whole line, and 2.11's ONNX
 # export does not narrow a declared range at a slice.
-FLOOR_TESTS  ?= tests/test_compat.py tests/test_torch_versions.py \
-                tests/test_placement_errors.py tests/test_placement_recompile.py \
-                tests/test_placement_exports.py tests/test_compile_errors.py \
-                tests/test_exports.py tests/test_statsqueue.py tests/test_gpu_check.py \
-                --deselect tests/test_placement_exports.py::test_a_strict_export_narrowed_by_a_slice_is_at_the_same_line \
-                --deselect tests/test_placement_exports.py::test_onnx_keeps_the_declared_range_a_slice_narrows_and_says_so_at_the_slice \
-                --deselect tests/test_placement_exports.py::test_every_finding_is_at_a_marked_line_and_the_report_shows_each_once
+FLOOR_TESTS  ?= tests/capture/test_compat.py tests/e2e/test_torch_versions.py \
+                tests/capture/test_placement_errors.py tests/capture/test_placement_recompile.py \
+                tests/e2e/test_placement_exports.py tests/e2e/test_compile_errors.py \
+                tests/e2e/test_exports.py tests/capture/test_statsqueue.py tests/e2e/test_gpu_check.py \
+                --deselect tests/e2e/test_placement_exports.py::test_a_strict_export_narrowed_by_a_slice_is_at_the_same_line \
+                --deselect tests/e2e/test_placement_exports.py::test_onnx_keeps_the_declared_range_a_slice_narrows_and_says_so_at_the_slice \
+                --deselect tests/e2e/test_placement_exports.py::test_every_finding_is_at_a_marked_line_and_the_report_shows_each_once
 
 $(FLOOR_BASE)/.complete:
 	@echo "making the torch-floor venv in $(FLOOR_BASE) with $(FLOOR_PYTHON) (once per machine: a CUDA build of several GB)"
@@ -150,10 +159,9 @@ $(FLOOR_STAMP): $(FLOOR_BASE)/.complete
 
 install-torch-floor: $(FLOOR_STAMP)
 
-# PYTEST_ARGS= narrows it further; FLOOR_TESTS=tests runs the whole suite there
-test-torch-floor: PYTEST_ARGS += $(FLOOR_TESTS)
+# PYTEST_ARGS= narrows it further (-k, -x); FLOOR_TESTS=tests runs the whole suite there
 test-torch-floor: $(FLOOR_STAMP)
-	$(call run_pytest,$(FLOOR_VENV)/bin)
+	$(call run_pytest,$(FLOOR_VENV)/bin,$(FLOOR_TESTS))
 
 # -- the GPU check (docs/development.md, "On a GPU machine") ---------------------
 # gpu-wheels: what graphdbg needs besides torch, as wheels for the GPU machines'

@@ -25,7 +25,7 @@ is deleted (the test passed) when the teardown ends. A test that cannot be
 recorded fails when its marker or the fixture asked for it, and is named in
 a warning and in the summary under --graphdbg.
 
-Loading the plugin imports neither torch nor textual (tests/test_import_hygiene.py):
+Loading the plugin imports neither torch nor textual (tests/unit/test_import_hygiene.py):
 torch comes with the first recorded test.
 """
 

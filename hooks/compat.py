@@ -10,7 +10,7 @@ calls these and never asks which torch it runs on.
 Adding a release: pin it in constraints/latest.txt, widen ``SUPPORTED`` and
 pyproject.toml's range, run ``make test-torch-latest``; an older one is
 pinned in constraints/floor.txt and tested by ``make test-torch-floor``.
-What broke gets an entry here (tests/test_compat.py checks each entry on the torch it runs on).
+What broke gets an entry here (tests/capture/test_compat.py checks each entry on the torch it runs on).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ compiled forward it says "Consider using an equivalent alternative
 function/method to `print`"; many breaks end in "Please report an issue to
 PyTorch". `what_to_do` drops those lines and, for the breaks a newcomer
 meets first (`print`, `.item()`, an `if` on a tensor), says what works
-instead (each way out checked under torch.compile: tests/test_report_demo.py).
+instead (each way out checked under torch.compile: tests/e2e/test_report_demo.py).
 The run file keeps torch's text as it was (`graphdbg report --json`).
 """
 

@@ -17,6 +17,6 @@
 
 Everything here runs at capture; the chosen site is stored in the run file
 (`frames.internal` included), and readers never decide again. Below
-`record`, `check` and `findings` (tests/test_structure.py), and the only
+`record`, `check` and `findings` (tests/unit/test_structure.py), and the only
 package that reads live frames.
 """

@@ -1,7 +1,7 @@
 """The live stack: the user's frames and line right now.
 
 Every recorder, check and finding that asks "where is the program" asks here;
-no other module reads live frames (tests/test_structure.py checks it). Frames
+no other module reads live frames (tests/unit/test_structure.py checks it). Frames
 are walked with ``f_back`` from ``sys._getframe``, never through ``traceback``
 objects: the eager recorder asks once per op (`StackWalker`).
 """

@@ -105,7 +105,7 @@ the inner backend's; only gradients flowing through the mutated node change.
 call_function/call_method/call_module nodes normally and raises
 ``PartialGraphError`` on smaller ones, like a backend written for whole graphs.
 
-Self-test: ``self_test([...inner backends])``, run by tests/test_faulty_backends.py.
+Self-test: ``self_test([...inner backends])``, run by tests/capture/test_faulty_backends.py.
 """
 
 from __future__ import annotations

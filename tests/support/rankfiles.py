@@ -1,7 +1,7 @@
 """A distributed job's rank files written by hand with RunWriter, every record
 known: what a real 2-rank job cannot easily show (a straggler, a call that
 waited, a missing rank, a stale file, a rank that never closed its file),
-without torch. Shared by tests/test_rank_views.py and tests/test_analysis_ranks.py."""
+without torch. Shared by tests/e2e/test_rank_views.py and tests/unit/test_analysis_ranks.py."""
 
 from __future__ import annotations
 

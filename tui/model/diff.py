@@ -1,5 +1,5 @@
 """The diff view's state, as plain classes: no textual here (the screen is
-`diff_view.py`; tests/test_diff_model.py tests this without a terminal).
+`diff_view.py`; tests/e2e/test_diff_model.py tests this without a terminal).
 
 Two kinds of diff, one model:
 

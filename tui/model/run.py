@@ -3,7 +3,7 @@
 Everything the UI decides (which rows a table shows and in what order, which
 page of nodes to load next, what `/` matches, which problem `n` selects, what
 the source gutter says) is decided here and unit-tested without a terminal
-(tests/test_tui_model.py); the widgets in `views/` only render it.
+(tests/e2e/test_tui_model.py); the widgets in `views/` only render it.
 
 Split by job: `common` (labels, find, sort, detail lines), `problems`,
 `graphs` (graphs, nodes, `NodePager`), `source` (source view, hot spots);

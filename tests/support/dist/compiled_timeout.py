@@ -3,7 +3,7 @@ inductor-compiled all_reduce that rank 1 never joins (it is busy elsewhere),
 so gloo's recv times out inside inductor's generated module
 (torchinductor_<user>/xx/<hash>.py in the temp folder). The error belongs
 at the user's compiled function and its call, not in the generated code
-(tests/test_placement_generated.py)."""
+(tests/e2e/test_placement_generated.py)."""
 import os
 import time
 from datetime import timedelta

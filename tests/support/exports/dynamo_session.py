@@ -1,5 +1,5 @@
 """The default exporter (dynamo=True) writing the ONNX file, both ways, and
-the program's own ONNX Runtime session on it (tests/test_export_session.py):
+the program's own ONNX Runtime session on it (tests/e2e/test_export_session.py):
 a model whose logaddexp the exporter translates in a form that overflows for
 large |x| (exported on small inputs, where it is right), its file written by
 torch.onnx.export itself and by ONNXProgram.save, each run by an

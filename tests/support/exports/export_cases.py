@@ -1,5 +1,5 @@
 """Exports that fail or fix sizes, and a float16 ONNX export: each finding at
-its own marked line (tests/test_exports.py)."""
+its own marked line (tests/e2e/test_exports.py)."""
 import io
 import warnings
 

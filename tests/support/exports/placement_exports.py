@@ -1,6 +1,6 @@
 """Exports that narrow or fix a size the program declared dynamic, and a
 branch on a tensor's value, each through torch.export and torch.onnx.export
-(tests/test_placement_exports.py): one finding each, at the marked line that
+(tests/e2e/test_placement_exports.py): one finding each, at the marked line that
 must change. Models of different shapes: a positional table sliced to the input's
 length, a `view` and a `reshape` with numbers, a fixed-size table added to the
 input, a data-dependent `if`."""

@@ -1,6 +1,6 @@
 """The design note's model, exported by the TorchScript exporter
 (dynamo=False) and run in the program's own ONNX Runtime session on inputs
-of both branches (tests/test_export_torchscript.py); then a clean CNN with a
+of both branches (tests/e2e/test_export_torchscript.py); then a clean CNN with a
 dynamic batch, its session run on two batch sizes. Run from its own folder:
 it writes model.onnx and cnn.onnx there, and prints the outputs."""
 

@@ -1,6 +1,6 @@
 """Exporter numerics with the TorchScript exporter (dynamo=False), found at
 their lines through the program's own ONNX Runtime session
-(tests/test_export_ts_lines.py): binary_cross_entropy_with_logits, which the
+(tests/e2e/test_export_ts_lines.py): binary_cross_entropy_with_logits, which the
 exporter writes as log(sigmoid(x)) and ONNX Runtime overflows for large |x|,
 after a loop of blocks (a file exported to a buffer, its session made from
 the bytes); amax, whose ReduceMax ignores a NaN the model makes; and an op

@@ -5,7 +5,7 @@ compiled function (its wrapper runs between each call and the compiled code).
 A wrapper that only passes the call on is never the user's line: the graph
 is named after the module, its input sits at the forward's ``def``, and a
 recompile sits at the user's call, not at ``return fn(*args, **kwargs)``
-(tests/test_placement_wrappers.py)."""
+(tests/e2e/test_placement_wrappers.py)."""
 import functools
 
 import torch

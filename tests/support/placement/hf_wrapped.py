@@ -4,7 +4,7 @@ library's decorators (``can_return_tuple``, ``merge_with_config_defaults``,
 wrapper as the frame, and the model's input is first read by a wrapper's own
 code (``capture_outputs`` reads its ``**kwargs``). The graph input must not
 sit in a wrapper: at the model's own line that uses it, else at the ``def``
-of the forward the wrappers wrap (tests/test_placement_wrappers.py).
+of the forward the wrappers wrap (tests/e2e/test_placement_wrappers.py).
 A tiny config built here: nothing is downloaded."""
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM

@@ -3,7 +3,7 @@ compiled with inductor (C++ on CPU) and called with an index past the
 table's end. The kernel's bounds check raises a RuntimeError from inductor's
 output module in its cache folder (torchinductor_<user>/xx/<hash>.py), which
 no user wrote: the finding sits at the compiled function, with the user's call
-(tests/test_placement_generated.py, under `graphdbg run --no-compare`, so
+(tests/e2e/test_placement_generated.py, under `graphdbg run --no-compare`, so
 that only the traceback places it)."""
 import torch
 

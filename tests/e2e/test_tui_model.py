@@ -327,7 +327,7 @@ def test_a_long_source_is_shown_in_a_window_around_the_line(run, monkeypatch):
 
 # -- exports: torch.export and torch.onnx.export graphs beside compiled ones -----------
 
-EXPORTS = Path(__file__).resolve().parent / "support" / "exports"
+EXPORTS = Path(__file__).resolve().parents[1] / "support" / "exports"
 ONNX_PROGRAM = EXPORTS / "onnx_translation.py"
 
 
@@ -349,7 +349,7 @@ def graphdbg_run(runs, key: str, program: Path, *args: str) -> Path:
 @pytest.fixture(scope="module")
 def onnx_run(runs):
     """tests/support/exports/onnx_translation.py under graphdbg (the run
-    tests/test_exports.py reads): one ONNX graph whose custom gelu
+    tests/e2e/test_exports.py reads): one ONNX graph whose custom gelu
     translation departs from eager, called twice."""
     with Run(str(runs.program(ONNX_PROGRAM).ok().run)) as r:
         yield r
@@ -714,7 +714,7 @@ CASES_PROGRAM = EXPORTS / "export_cases.py"
 
 @group("export-cases")
 def test_the_graphs_of_a_run_with_torch_export_and_onnx_exports(runs):
-    """tests/support/exports/export_cases.py (the run tests/test_exports.py
+    """tests/support/exports/export_cases.py (the run tests/e2e/test_exports.py
     reads): torch.export and ONNX graphs side by side, a size fixed."""
     with Run(str(runs.program(CASES_PROGRAM).ok().run)) as run:
         graphs = run.graphs()

@@ -92,7 +92,7 @@ def test_every_detail_the_findings_writer_makes_names_fields_of_its_record():
     """Statically, so that a path no test runs cannot write a key the reader
     does not know (`of` refuses it only when it runs)."""
     made = 0
-    for src in sorted((Path(__file__).parents[1] / "hooks" / "findings").glob("*.py")):
+    for src in sorted((Path(__file__).resolve().parents[2] / "hooks" / "findings").glob("*.py")):
         for n in ast.walk(ast.parse(src.read_text())):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "of":
                 cls = getattr(details, ast.unparse(n.func.value))

@@ -8,7 +8,7 @@ import sqlite3
 import threading
 
 import pytest
-from conftest import group
+from conftest import SUPPORT, group
 
 from graphdbg.core.errors import GraphdbgError
 from graphdbg.runfile.details import RuntimeErrorDetail
@@ -459,13 +459,13 @@ def test_the_report_says_an_onnx_translation_failure_one_way_out_a_line(tmp_path
     assert "sizes fixed while it ran: x.size()[0] = 3 at m.py:4" in lines
 
 
-ONNX_PROGRAM = os.path.join(os.path.dirname(__file__), "support", "exports", "onnx_translation.py")
+ONNX_PROGRAM = str(SUPPORT / "exports" / "onnx_translation.py")
 
 
 @pytest.fixture(scope="module")
 def onnx_run_path(runs):
     """tests/support/exports/onnx_translation.py under `graphdbg run`, once per
-    session (`runs.program`: tests/test_exports.py and the TUI tests read it too)."""
+    session (`runs.program`: tests/e2e/test_exports.py and the TUI tests read it too)."""
     from pathlib import Path
     return runs.program(Path(ONNX_PROGRAM).resolve()).ok().run
 

@@ -4,7 +4,7 @@ ONNX Runtime, failures read as a test would read them (the AssertionError's
 text, the user's line in it, the export's own exception chained).
 
 The fixture's assertion and the marker's wording are driven by one inner
-pytest run (a process of its own, as tests/test_pytest_plugin.py's are),
+pytest run (a process of its own, as tests/e2e/test_pytest_plugin.py's are),
 started with the file's first test so that it runs beside the in-process
 ones: the file takes about as long as its in-process tests."""
 

@@ -395,14 +395,14 @@ def test_a_run_still_being_written_opens_with_what_is_there(tmp_path):
 
 # -- an ONNX export (a real run of tests/support/exports/onnx_translation.py) ---------
 
-ONNX_PROGRAM = Path(__file__).resolve().parent / "support" / "exports" / "onnx_translation.py"
+ONNX_PROGRAM = Path(__file__).resolve().parents[1] / "support" / "exports" / "onnx_translation.py"
 ONNX_GRAPH = group("export-translation")
 
 
 @pytest.fixture(scope="module")
 def onnx_path(runs) -> str:
     """`graphdbg run` of the program, once per session (`runs.program`: the
-    run tests/test_exports.py and tests/test_tui_model.py read)."""
+    run tests/e2e/test_exports.py and tests/e2e/test_tui_model.py read)."""
     return str(runs.program(ONNX_PROGRAM).ok().run)
 
 
@@ -562,7 +562,7 @@ def test_one_run_has_no_run_column(sample):
 def test_two_real_runs_eager_reference_against_compiled(runs):
     """`graphdbg tui eager.run compiled.run` on real runs of one program
     (--stance force_eager, and compiled with aot_eager and a faulty pass; the
-    same runs as tests/test_diff.py): the eager run has no problem, the
+    same runs as tests/e2e/test_diff.py): the eager run has no problem, the
     compiled one's divergence is listed, marked B, at the program's line."""
     from conftest import AOT, GOLDEN_SAVE, SAMPLES, marked
     eager = runs.graphdbg("divergence_faulty", *AOT, *GOLDEN_SAVE,

@@ -18,7 +18,7 @@ from tui_sample import write_random_program, write_sample_run
 
 from graphdbg.core.format import num
 
-TUI = Path(__file__).resolve().parent.parent / "tui"
+TUI = Path(__file__).resolve().parents[2] / "tui"
 
 
 @pytest.fixture(scope="module")
