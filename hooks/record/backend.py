@@ -494,14 +494,7 @@ class BackendRecorder:
             out = fn(*args, **kwargs)
             dt = _perf_ns() - t0
         except Exception as exc:
-            ctx.in_call = None
-            ctx.last_call = (graph_id, call_idx, True)   # it raised
-            if checker is not None:
-                with ctx.own_work():
-                    try:
-                        checker.locate_failure(call_idx, args, exc)
-                    except Exception as inner:
-                        ctx.internal_error("runtime-error mapper", inner)
+            _raised(ctx, graph_id, call_idx, checker, args, exc)
             raise
         finally:
             if popped:
@@ -548,14 +541,7 @@ class BackendRecorder:
             try:
                 out = fn(*args, **kwargs)
             except Exception as exc:
-                ctx.in_call = None
-                ctx.last_call = (graph_id, call_idx, True)   # it raised
-                if checker is not None:
-                    with ctx.own_work():
-                        try:
-                            checker.locate_failure(call_idx, args, exc)
-                        except Exception as inner:
-                            ctx.internal_error("runtime-error mapper", inner)
+                _raised(ctx, graph_id, call_idx, checker, args, exc)
                 raise
             dt = _perf_ns() - t0
             ctx.in_call = None
@@ -608,3 +594,16 @@ class BackendRecorder:
         totals = self.totals.get(graph_id)
         if totals is not None and totals.calls != totals.written:
             self.ctx.writer.add(totals.event(self.ctx))
+
+
+def _raised(ctx, graph_id: int, call_idx: int, checker, args: tuple, exc: BaseException) -> None:
+    """A compiled call raised: it is no longer running, and the checker maps
+    the error to the user's line (the program gets the exception after)."""
+    ctx.in_call = None
+    ctx.last_call = (graph_id, call_idx, True)
+    if checker is not None:
+        with ctx.own_work():
+            try:
+                checker.locate_failure(call_idx, args, exc)
+            except Exception as inner:
+                ctx.internal_error("runtime-error mapper", inner)
