@@ -146,8 +146,13 @@ def _per_graph(run: Run) -> tuple[dict, dict, dict, dict]:
         if g is None or not g.calls:
             continue
         # the graph's own time per call: its fastest call after the first, or
-        # its one (cold) call; its lines never add up to more
+        # its one (cold) call; its lines never add up to more, per call nor
+        # over its calls (a graph of two calls whose first was the faster one:
+        # the fastest after the first is above the mean)
         own = g.steady_call_ns or g.total_call_ns / g.calls
+        calls = fw_calls.get(gid, 0)
+        if calls and g.total_call_ns:
+            own = min(own, g.total_call_ns / calls) if own else g.total_call_ns / calls
         fw = sum(a.fw for a in lines.values())
         if own and fw > own:
             scale = own / fw
