@@ -30,7 +30,10 @@ class StepQueries:
                 p = {}
             if p.get("restart"):
                 ends = []
-            ends.append(seq)
+            # `steps`: several steps that wrote nothing between their ends
+            # share one event (files before it: one event a step)
+            steps = p.get("steps", 1)
+            ends.extend([seq] * (steps if isinstance(steps, int) and steps > 0 else 1))
             by = p.get("by", by)
         return ends, by
 

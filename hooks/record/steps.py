@@ -21,9 +21,11 @@ the same steps: `graphdbg diff` aligns them as before. A program without steps
 
 Every step's end is written as an event `graphdbg_step` (docs/run-file.md),
 whatever `--eager-steps` says: `graphdbg diff` pairs ops only within the same
-step. Its payload: the step count, `restart` (the steps counted so far were
-calls of the first compiled graph, and this is the first optimizer step: they
-were one step) and `by` (optimizer | compiled call | module call).
+step. Its payload: the step count, `steps` (how many steps ended there: steps
+that wrote nothing between their ends share one event, so a steady compiled
+loop writes no row per call), `restart` (the steps counted so far were calls
+of the first compiled graph, and this is the first optimizer step: they were
+one step) and `by` (optimizer | compiled call | module call).
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ class StepClock:
         self._step("optimizer", compiled=False)
 
     def _compiled_call(self, graph_id: int) -> None:
+        if graph_id == self._first_graph and self.kind == "compiled call":
+            self.on_step(restart=False, compiled=True)   # the steady case, per call
+            return
         if self._first_graph is None:
             self._first_graph = graph_id
         if graph_id == self._first_graph:
@@ -258,6 +263,8 @@ class EagerSchedule:
         self._popped = False     # ...by popping it (else by the pause count)
         self._waiting = False    # to be pushed when torch.compile's wrapper returns
         self._clock = StepClock(ctx, self._next_step)
+        self._held: list | None = None   # the step event not yet written (`_write_held`)
+        self._last_seq = 0               # the seq the last step's end took
 
     @property
     def always(self) -> bool:
@@ -269,6 +276,8 @@ class EagerSchedule:
 
     def uninstall(self) -> None:
         self._clock.uninstall()
+        if self._held is not None:
+            self._write_held()
         self._turn(on=True, final=True)
         self.ctx.writer.set_meta(eager_steps={
             "first": self.first, "every": self.every, "steps": self.done,
@@ -278,27 +287,47 @@ class EagerSchedule:
     def _by(self) -> str | None:
         return self._clock.kind
 
+    def _write_held(self) -> None:
+        """The held step event: ``steps`` ends in a row with nothing written
+        between them, the last of them step ``step``; written at the first seq
+        they took (what came after it belongs to the next step)."""
+        seq, n, t, restart, step, quoted = self._held
+        self._held = None
+        # the payload json.dumps would write, made by hand
+        self.ctx.writer.add(EventRow(
+            seq=seq, t=t, name="graphdbg_step", compile_id=None, metadata=None,
+            payload=f'{{"step": {step}, "steps": {n}, "restart": '
+                    f'{"true" if restart else "false"}, "by": {quoted}}}'))
+
     def _recorded_total(self) -> int:
         """Of the steps ended: how many were recorded."""
         n, first, every = self.done, self.first, self.every
         return min(n, first) + (n // every - min(n, first) // every if every else 0)
 
     def _next_step(self, restart: bool = False, compiled: bool = False) -> None:
-        self.done = 1 if restart else self.done + 1
-        ctx = self.ctx
-        by = self._by()
-        quoted = _QUOTED.get(by)
-        if quoted is None:
-            quoted = _QUOTED[by] = json.dumps(by)
-        # the payload json.dumps would write, made by hand: this runs once per
-        # compiled call in a program whose steps are its compiled calls
-        ctx.writer.add(EventRow(seq=ctx.next_seq(), t=ctx.now(), name="graphdbg_step",
-                                compile_id=None, metadata=None,
-                                payload=f'{{"step": {self.done}, "restart": '
-                                        f'{"true" if restart else "false"}, "by": {quoted}}}'))
+        self.done = done = 1 if restart else self.done + 1
+        # this runs once per compiled call in a program whose steps are its
+        # compiled calls: a step that wrote nothing (no seq was taken since
+        # the last step's end) joins the held event instead of writing one
+        seq = self.ctx.next_seq()
+        held = self._held
+        if held is not None and seq == self._last_seq + 1 and not restart:
+            held[1] += 1
+            held[4] = done
+        else:
+            if held is not None:
+                self._write_held()
+            by = self._by()
+            quoted = _QUOTED.get(by)
+            if quoted is None:
+                quoted = _QUOTED[by] = json.dumps(by)
+            self._held = [seq, 1, self.ctx.now(), restart, done, quoted]
+        self._last_seq = seq
         if self.always:
             return  # every step recorded: the recorder stays as it is
-        want = recorded_step(self.done + 1, self.first, self.every)
+        want = recorded_step(done + 1, self.first, self.every)
+        if self._off and not want:
+            return  # a step sat out, and so is the next
         mode = self.ctx.eager_mode
         if mode is not None and not self._off:
             # a recorded step's end: what the recorder still holds is written

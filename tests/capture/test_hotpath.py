@@ -57,6 +57,14 @@ def test_steady_calls_are_counted_and_timed_without_a_row_each(tmp_path):
     assert g.total_call_ns == sum(r["wall_ns"] for r in rows) + totals["total_ns"]
     assert g.min_call_ns <= totals["min_ns"] <= totals["max_ns"] <= g.max_call_ns
     assert g.min_call_ns == min(min(r["wall_ns"] for r in rows), totals["min_ns"])
+    # each call is a step (no optimizer): every step's end is known, but the
+    # steps that wrote nothing share their event, so steady calls write none
+    with Run(str(path)) as run:
+        ends, by = run.step_ends()
+    events = query(path, "SELECT seq, payload FROM events WHERE name = 'graphdbg_step'")
+    assert by == "compiled call" and len(ends) == CALLS
+    assert len(events) <= len(rows) + 2 < CALLS / 2
+    assert ends == sorted(ends)
 
 
 @in_process
