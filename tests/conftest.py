@@ -348,7 +348,27 @@ def runs(tmp_path_factory) -> Runs:
     runs.close()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items) -> None:
+    """Tests that share a module- or class-scoped fixture of their own module
+    (one program run, read by several tests) go to one xdist worker: else
+    each worker that gets one of them makes the fixture again (an inductor
+    run twice over). Before xdist names the groups (tryfirst)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        module = item.nodeid.split("::", 1)[0]
+        for name in getattr(info, "names_closure", ()):
+            defs = info.name2fixturedefs.get(name) or ()
+            d = defs[-1] if defs else None
+            if d is not None and d.scope in ("module", "class") and d.baseid.startswith(module):
+                item.add_marker(pytest.mark.xdist_group(f"{module}::{name}"))
+                break
+    _order_longest_first(items)
+
+
+def _order_longest_first(items) -> None:
     """Longest work first, so that two xdist workers end together: the
     real-inductor tests, then the tests of shared runs (grouped), then the
     rest in collection order (a stable sort: groups stay together); last the
