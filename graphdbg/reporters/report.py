@@ -50,10 +50,16 @@ def eager_steps_line(steps: dict | None) -> str | None:
             f"(--eager-steps all records every step)")
 
 
-def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:
+def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int,
+                 interrupted: bool = False) -> str:
     """"3 graphs, 2 exports, 1 graph break, 1 recompile, 1520 eager ops": the
     compiled graphs, exports apart, and each kind's findings as the Problems
-    section lists them (how often each was hit is on its own line there, ×N)."""
+    section lists them (how often each was hit is on its own line there, ×N).
+    ``interrupted``: the run ended on Ctrl-C, whose note ("interrupted here")
+    is an info runtime_error, said as "interrupted", not as an error."""
+    if interrupted and counts.get("runtime_error") is not None:
+        c = counts["runtime_error"]
+        counts = {**counts, "runtime_error": KindCount(max(c.sites - 1, 0), c.count)}
     exports = sum(g.kind != "compile" for g in graphs)
     compiled = len(graphs) - exports
     parts = [f"{compiled} graph{'s' if compiled != 1 else ''}"]
@@ -68,6 +74,8 @@ def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> 
         if c is not None and c.sites:
             parts.append(f"{c.sites} {label}{'s' if c.sites != 1 else ''}")
     parts.append(f"{eager_ops} eager ops")
+    if interrupted:
+        parts.append("interrupted")
     return ", ".join(parts)
 
 
@@ -121,7 +129,8 @@ def _header(run: Run, graphs: list[Graph], full: bool) -> list:
         if state != "complete":   # where the rank was when it stopped
             for line in position_lines(run.position()):
                 out.append(f"[yellow]{escape(line)}[/]")
-    out.append(_counts_line(graphs, run.finding_counts(), run.eager_totals()[0]))
+    out.append(_counts_line(graphs, run.finding_counts(), run.eager_totals()[0],
+                            state == "interrupted"))
     sampled = eager_steps_line(info.eager_steps)
     if sampled:
         out.append(f"[dim]{escape(sampled)}[/]")
@@ -286,7 +295,8 @@ def summary_lines(run: Run, path: str, rank=None) -> list[str]:
     """The short summary after `graphdbg run` (markup lines), with the next
     command to type; a launcher's rank (`graphdbg.core.ranks.RankInfo`) points
     at the job's folder, which the views open whole."""
-    counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
+    counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0],
+                          run.info.status == "interrupted")
     if rank is not None:
         folder = short(os.path.dirname(path) or ".")
         return [f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}",

@@ -179,6 +179,13 @@ def test_sigint_mid_run_leaves_readable_run_file(workdir):
     assert errs and errs[0]["file"] == str(workdir / "loop.py")
     # the user's own stop: where it was, not an error of the program
     assert errs[0]["severity"] == "info" and errs[0]["message"].startswith("interrupted here")
+    # ...and said so in the counts of the summary and the report, not as an error
+    summary = next(line for line in (out + err).splitlines()
+                   if line.startswith("graphdbg:") and "eager ops" in line)
+    assert "runtime error" not in summary and "interrupted" in summary
+    text = graphdbg("report", "loop.run", cwd=workdir).stdout
+    counts = next(line for line in text.splitlines() if "eager ops" in line)
+    assert "runtime error" not in counts and counts.rstrip().endswith("interrupted")
 
 
 def test_report_refuses_foreign_and_corrupt_files(workdir):
