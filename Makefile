@@ -75,30 +75,37 @@ LATEST_BASE  := $(CI_CACHE)/venv-torch-latest-$(LATEST_KEY)
 LATEST_VENV  := .venv-torch-latest
 LATEST_STAMP := $(LATEST_VENV)/.graphdbg-installed-$(LATEST_KEY)
 
-$(LATEST_BASE)/.complete:
-	@echo "making the torch-latest venv in $(LATEST_BASE) (once per machine: a CUDA build of several GB)"
-	rm -rf $(LATEST_BASE)
-	mkdir -p $(CI_CACHE)
-	$(PYTHON) -m venv $(LATEST_BASE)
-	set -o pipefail; PIP_CONSTRAINT=$(CURDIR)/constraints/latest.txt $(LATEST_BASE)/bin/python -m pip install -q '.[test]' 2>&1 | { $(PIP_FILTER) || true; }
-	$(LATEST_BASE)/bin/python -m pip uninstall -q -y graphdbg
+# A leg's venvs, made the same way for both legs: $(1) leg (latest | floor),
+# $(2) the cached base venv, $(3) the checkout's thin venv, $(4) its stamp,
+# $(5) the Python, $(6) the constraints file, $(7) the base's key.
+define leg_venvs
+$(2)/.complete:
+	@echo "making the torch-$(1) venv in $(2) with $(5) (once per machine: a CUDA build of several GB)"
+	rm -rf $(2)
+	mkdir -p $$(CI_CACHE)
+	$(5) -m venv $(2)
+	set -o pipefail; PIP_CONSTRAINT=$$(CURDIR)/$(6) $(2)/bin/python -m pip install -q '.[test]' 2>&1 | { $$(PIP_FILTER) || true; }
+	$(2)/bin/python -m pip uninstall -q -y graphdbg
 	rm -rf build
-	touch $@
+	touch $$@
 	@# venvs of earlier keys: several GB each
-	find $(CI_CACHE) -maxdepth 1 -name 'venv-torch-latest-*' ! -name 'venv-torch-latest-$(LATEST_KEY)' -exec rm -rf {} +
+	find $$(CI_CACHE) -maxdepth 1 -name 'venv-torch-$(1)-*' ! -name 'venv-torch-$(1)-$(7)' -exec rm -rf {} +
 
-$(LATEST_STAMP): $(LATEST_BASE)/.complete
-	rm -rf $(LATEST_VENV)
-	$(PYTHON) -m venv --without-pip $(LATEST_VENV)
-	base=$$($(LATEST_BASE)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
-	own=$$($(LATEST_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
-	echo "import site; site.addsitedir('$$base')" > $$own/graphdbg-torch-latest.pth
+$(4): $(2)/.complete
+	rm -rf $(3)
+	$(2)/bin/python -m venv --without-pip $(3)
+	base=$$$$($(2)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+	own=$$$$($(3)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+	echo "import site; site.addsitedir('$$$$base')" > $$$$own/graphdbg-torch-$(1).pth
 	@# the tools' executables (py-spy) where the tests look for them, beside python
-	for f in $(LATEST_BASE)/bin/*; do case $${f##*/} in pip*|python*|[aA]ctivate*) ;; \
-	  *) [ -e $(LATEST_VENV)/bin/$${f##*/} ] || ln -s $$f $(LATEST_VENV)/bin/ ;; esac; done
-	set -o pipefail; $(LATEST_BASE)/bin/python -m pip --python $(LATEST_VENV)/bin/python install -q --no-deps -e . 2>&1 | { $(PIP_FILTER) || true; }
-	$(LATEST_VENV)/bin/python -c 'import torch, graphdbg.hooks; print("torch", torch.__version__, "for graphdbg")'
-	touch $@
+	for f in $(2)/bin/*; do case $$$${f##*/} in pip*|python*|[aA]ctivate*) ;; \
+	  *) [ -e $(3)/bin/$$$${f##*/} ] || ln -s $$$$f $(3)/bin/ ;; esac; done
+	set -o pipefail; $(2)/bin/python -m pip --python $(3)/bin/python install -q --no-deps -e . 2>&1 | { $$(PIP_FILTER) || true; }
+	$(3)/bin/python -c 'import sys, torch, graphdbg.hooks; print("torch", torch.__version__, "on Python", sys.version.split()[0], "for graphdbg")'
+	touch $$@
+endef
+
+$(eval $(call leg_venvs,latest,$(LATEST_BASE),$(LATEST_VENV),$(LATEST_STAMP),$(PYTHON),constraints/latest.txt,$(LATEST_KEY)))
 
 install-torch-latest: $(LATEST_STAMP)
 
@@ -134,28 +141,7 @@ FLOOR_TESTS  ?= tests/capture/test_compat.py tests/e2e/test_torch_versions.py \
                 --deselect tests/e2e/test_placement_exports.py::test_onnx_keeps_the_declared_range_a_slice_narrows_and_says_so_at_the_slice \
                 --deselect tests/e2e/test_placement_exports.py::test_every_finding_is_at_a_marked_line_and_the_report_shows_each_once
 
-$(FLOOR_BASE)/.complete:
-	@echo "making the torch-floor venv in $(FLOOR_BASE) with $(FLOOR_PYTHON) (once per machine: a CUDA build of several GB)"
-	rm -rf $(FLOOR_BASE)
-	mkdir -p $(CI_CACHE)
-	$(FLOOR_PYTHON) -m venv $(FLOOR_BASE)
-	set -o pipefail; PIP_CONSTRAINT=$(CURDIR)/constraints/floor.txt $(FLOOR_BASE)/bin/python -m pip install -q '.[test]' 2>&1 | { $(PIP_FILTER) || true; }
-	$(FLOOR_BASE)/bin/python -m pip uninstall -q -y graphdbg
-	rm -rf build
-	touch $@
-	find $(CI_CACHE) -maxdepth 1 -name 'venv-torch-floor-*' ! -name 'venv-torch-floor-$(FLOOR_KEY)' -exec rm -rf {} +
-
-$(FLOOR_STAMP): $(FLOOR_BASE)/.complete
-	rm -rf $(FLOOR_VENV)
-	$(FLOOR_BASE)/bin/python -m venv --without-pip $(FLOOR_VENV)
-	base=$$($(FLOOR_BASE)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
-	own=$$($(FLOOR_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
-	echo "import site; site.addsitedir('$$base')" > $$own/graphdbg-torch-floor.pth
-	for f in $(FLOOR_BASE)/bin/*; do case $${f##*/} in pip*|python*|[aA]ctivate*) ;; \
-	  *) [ -e $(FLOOR_VENV)/bin/$${f##*/} ] || ln -s $$f $(FLOOR_VENV)/bin/ ;; esac; done
-	set -o pipefail; $(FLOOR_BASE)/bin/python -m pip --python $(FLOOR_VENV)/bin/python install -q --no-deps -e . 2>&1 | { $(PIP_FILTER) || true; }
-	$(FLOOR_VENV)/bin/python -c 'import sys, torch, graphdbg.hooks; print("torch", torch.__version__, "on Python", sys.version.split()[0], "for graphdbg")'
-	touch $@
+$(eval $(call leg_venvs,floor,$(FLOOR_BASE),$(FLOOR_VENV),$(FLOOR_STAMP),$(FLOOR_PYTHON),constraints/floor.txt,$(FLOOR_KEY)))
 
 install-torch-floor: $(FLOOR_STAMP)
 
