@@ -50,7 +50,7 @@ def eager_steps_line(steps: dict | None) -> str | None:
             f"(--eager-steps all records every step)")
 
 
-def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:
+def counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int) -> str:
     """"3 graphs, 2 exports, 1 graph break, 1 recompile, 1520 eager ops": the
     compiled graphs, exports apart, and each kind's findings as the Problems
     section lists them (how often each was hit is on its own line there, ×N)."""
@@ -121,7 +121,7 @@ def _header(run: Run, graphs: list[Graph], full: bool) -> list:
         if state != "complete":   # where the rank was when it stopped
             for line in position_lines(run.position()):
                 out.append(f"[yellow]{escape(line)}[/]")
-    out.append(_counts_line(graphs, run.finding_counts(), run.eager_totals()[0]))
+    out.append(counts_line(graphs, run.finding_counts(), run.eager_totals()[0]))
     sampled = eager_steps_line(info.eager_steps)
     if sampled:
         out.append(f"[dim]{escape(sampled)}[/]")
@@ -286,7 +286,7 @@ def summary_lines(run: Run, path: str, rank=None) -> list[str]:
     """The short summary after `graphdbg run` (markup lines), with the next
     command to type; a launcher's rank (`graphdbg.core.ranks.RankInfo`) points
     at the job's folder, which the views open whole."""
-    counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
+    counts = counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0])
     if rank is not None:
         folder = short(os.path.dirname(path) or ".")
         return [f"[bold]graphdbg:[/] rank {rank.rank}: {counts} → {short(path)}",
