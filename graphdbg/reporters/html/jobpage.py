@@ -41,7 +41,7 @@ def _difference(d: Difference) -> str:
     fn = f" in {esc(d.function)}" if d.function else ""
     where = f"{short(d.file)}:{d.line}"
     code = (f'<pre class="code">{esc(f"{d.line:>5} │ {d.code}")}</pre>' if d.code else "")
-    return (f'<div class="problem {sev}" data-kind="{esc(d.kind)}"><div class="head">'
+    return (f'<div class="problem p-{sev}" data-kind="{esc(d.kind)}"><div class="head">'
             f'<span class="{colour}">{ICONS[sev]}</span> {esc(KIND_LABELS.get(d.kind, d.kind))} '
             f'<span class="where">{esc(where)}</span>{fn} '
             f'<span class="dim">{esc(rank_list(d.ranks))}</span></div>{code}')

@@ -83,8 +83,8 @@ STYLE = """
 .R .dim{color:#656d76}.R .ok{color:#1a7f37}.R .warn{color:#9a6700}.R .err{color:#cf222e}
 .R .info{color:#0969da}.R a{color:#0969da;text-decoration:none}.R a:hover{text-decoration:underline}
 .R .problem{border-left:3px solid #d0d7de;padding:2px 0 4px 10px;margin:10px 0}
-.R .problem.error{border-color:#cf222e}.R .problem.warning{border-color:#bf8700}
-.R .problem.info{border-color:#0969da}.R .problem p{margin:3px 0}
+.R .problem.p-error{border-color:#cf222e}.R .problem.p-warning{border-color:#bf8700}
+.R .problem.p-info{border-color:#0969da}.R .problem p{margin:3px 0}
 .R .head{font-weight:600}.R .where{font-family:ui-monospace,Menlo,Consolas,monospace}
 .R .todo b{color:#1a7f37}.R ul.fixes{margin:2px 0 2px 18px;padding:0}
 .R .caret{color:#cf222e}

@@ -43,7 +43,7 @@ def _problem(f: Finding, i: int, anchor: str) -> str:
     link = (f'<a class="where" href="#{anchor}-L" onclick="{esc(JUMP)}">{esc(p.where)}</a>'
             if f.file and f.line else f'<span class="where">{esc(p.where)}</span>')
     sev = f.severity if f.severity in ICONS else "info"
-    out = [f'<div class="problem {sev}" data-kind="{esc(f.kind)}" data-where="{esc(p.where)}" '
+    out = [f'<div class="problem p-{sev}" data-kind="{esc(f.kind)}" data-where="{esc(p.where)}" '
            f'id="{anchor}-p">',
            f'<div class="head"><span class="{_colour(sev)}">{ICONS.get(f.severity, "?")}</span> '
            f'<span class="kind">{esc(f.kind)}</span> {link}{fn}{esc(times)}</div>']
