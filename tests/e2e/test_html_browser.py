@@ -12,6 +12,7 @@ which is missing; with CI set they fail instead (.ci/run installs chromium)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import time
@@ -30,9 +31,7 @@ def _missing() -> str | None:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.path.exists(path):
             return f"{path} is missing (apt-get install chromium chromium-driver)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("selenium") is None:
         return "selenium is not installed (pip install -e '.[test]')"
     return None
 
