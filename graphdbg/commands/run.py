@@ -89,7 +89,7 @@ class RunCommand:
                                      help="open the terminal UI when the program ends")
         group["output"].add_argument(
             "--html", metavar="OUT.html",
-            help="write the run's HTML page when the program ends (as graphdbg report --html)")
+            help="then write the run's HTML page (docs/html.md)")
         for name, kw, key in _arguments():
             group[key].add_argument(name, **kw)
         run.add_argument("script", nargs="?", help=argparse.SUPPRESS)

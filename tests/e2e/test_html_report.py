@@ -175,6 +175,10 @@ def test_the_cli_writes_the_page_and_says_bad_input_in_one_line(tmp_path):
     assert not (tmp_path / "o.html").exists()
     text = graphdbg("run", "--help", cwd=tmp_path).stdout
     assert "--html OUT.html" in text
+    # --html takes a value: the program's own arguments start after the script
+    from graphdbg.commands.run import COMMAND
+    assert COMMAND.split_argv(["run", "--html", "a.html", "p.py", "--html", "b"]) == (
+        ["run", "--html", "a.html", "p.py"], ["--html", "b"])
 
 
 def test_run_html_is_refused_under_a_launcher_before_the_program_runs(tmp_path):
