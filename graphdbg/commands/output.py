@@ -57,9 +57,10 @@ def check_html_path(out: str) -> str | None:
     return None
 
 
-def write_html(out: str, text: str) -> None:
+def write_html(out: str, text: str, quiet: bool = False) -> None:
     """The page into ``out`` whole (a temporary file renamed over it: a
-    reader never sees half a page), and a line on stderr saying where."""
+    reader never sees half a page), and a line on stderr saying where
+    (``quiet``: none)."""
     from ..core.errors import GraphdbgError
     tmp = f"{out}.tmp{os.getpid()}"
     try:
@@ -70,6 +71,8 @@ def write_html(out: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise GraphdbgError(f"cannot write {out}: {exc.strerror or exc}") from None
+    if quiet:
+        return
     size = len(text.encode("utf-8"))
     print(f"graphdbg: wrote {out} ({size / 1024:.0f} kB), one self-contained page: "
           f"open it in a browser", file=sys.stderr)

@@ -132,7 +132,7 @@ class RunCommand:
             from ..reporters.html import page
             from .output import write_html
             try:
-                write_html(args.html, page(output))
+                write_html(args.html, page(output), quiet=args.quiet)
             except GraphdbgError as exc:  # the program's status matters more than the page's
                 print(f"graphdbg: {exc}", file=sys.stderr)
         if args.tui:
