@@ -157,6 +157,7 @@ def test_a_job_folder_page_compares_the_ranks(tmp_path):
     r0.close(), r1.close()
     html = page(str(tmp_path))
     assert "Where ranks differ" in html and "Ranks (2)" in html
+    assert "rank 0: 1 problem<" in html and "rank 1: 0 problems<" in html
     assert len(re.findall(r"<tr><td class=\"n\">\d</td>", html)) == 2
     assert "<img" not in html and "<script" not in html
 

@@ -10,7 +10,7 @@ from ...analysis.ranks import KIND_LABELS, Comparison, Difference
 from ...core.format import short
 from ...runfile.job import Job
 from .markup import esc, note, section, table
-from .problems import ICONS
+from .problems import ICONS, problems_html
 
 _STYLES = {"bold": "head", "green": "ok", "yellow": "warn", "red": "err", "dim": "dim"}
 
@@ -31,6 +31,19 @@ def job_body(job: Job, c: Comparison, uid: str) -> str:
     if c.stopped:
         out.append(section("Where each rank was", _stopped(c), f"{uid}-stopped"))
     out.append(section(f"Ranks ({len(c.ranks)})", _ranks(job, c), f"{uid}-ranks"))
+    out.append(section("Each rank's problems", _rank_problems(job, uid), f"{uid}-each"))
+    return "".join(out)
+
+
+def _rank_problems(job: Job, uid: str) -> str:
+    """Each rank's problems as its own page shows them (collapsed; a rank
+    with problems says how many)."""
+    out = []
+    for r, run in sorted(job.runs.items()):
+        findings = run.findings()
+        out.append(f'<details class="rank"><summary>rank {r}: {len(findings)} problem'
+                   f'{"s" if len(findings) != 1 else ""}</summary>'
+                   f"{problems_html(run, findings, f'{uid}-r{r}')}</details>")
     return "".join(out)
 
 
