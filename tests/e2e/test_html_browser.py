@@ -23,6 +23,11 @@ from htmlruns import synthetic
 from graphdbg.core.format import at
 from graphdbg.reporters.html import page
 
+from conftest import group
+
+# one chromium for the module, on the worker that runs the showcase
+pytestmark = group("showcase")
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 

@@ -20,7 +20,7 @@ from rankfiles import AR, RELU, SUM, two_ranks
 from graphdbg.core.format import at
 from graphdbg.reporters.html import fragment, page
 
-from conftest import graphdbg
+from conftest import graphdbg, group
 
 EVIL_PROGRAM = f'''\
 import torch
@@ -64,6 +64,7 @@ def assert_offline(html: str) -> None:
     assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
 
 
+@group("showcase")
 def test_the_showcase_page_lists_the_reports_problems(runs):
     r = runs.golden("showcase").ok()
     t = time.perf_counter()
@@ -83,6 +84,7 @@ def test_the_showcase_page_lists_the_reports_problems(runs):
     assert "Compiled time per line" in html and "Graphs (4)" in html
 
 
+@group("demo")
 def test_the_demo_page_shows_the_first_divergent_node(runs):
     r = runs.golden("demo").ok()
     html = page(str(r.run))
