@@ -11,7 +11,7 @@ import glob
 import os
 
 from ..analysis.jobtext import position_lines
-from ..analysis.wording import backend_label, export_text, model_name
+from ..analysis.wording import backend_label, export_text, graph_name
 from ..core.errors import GraphdbgError
 from ..core.format import brief, ms, short
 from ..runfile.query import MIN_SAMPLES, Finding, Graph, KindCount, Run
@@ -256,14 +256,7 @@ def _graph_cells(g: Graph, full: bool) -> dict[str, str]:
     """A graph's row, by column (the short report's and --full's)."""
     from rich.markup import escape
     b = g.ddp_bucket
-    name = model_name(g)
-    if b is not None:
-        name += f" · bucket {b['index'] + 1}/{b['count']}"
-    elif not full and g.compile_id and "/" in g.compile_id:
-        # torch's "0/1" (function 0, compile 1), said plainly where the id is not shown
-        again = g.compile_id.rsplit("/", 1)[1]
-        if again.isdigit() and int(again) > 0:
-            name += f" (recompile {again})"
+    name = graph_name(g, with_compile_id=full)   # --full shows the compile id beside it
     # a DDP bucket's and an export's own time (an export has no compile)
     compile_s = g.backend_time_s if b is not None or g.export is not None else g.compile_time_s
     took = ("[red]failed[/]" if g.status == "compile_error" else

@@ -12,7 +12,7 @@ a few hundred kB. The rows come from the query layer a page at a time
 from __future__ import annotations
 
 from ...analysis.values import stats_text, value_errors
-from ...analysis.wording import backend_label, export_text, model_name
+from ...analysis.wording import backend_label, export_text, graph_name, model_name
 from ...core.format import brief, ms, short
 from ...runfile.query import Graph, Node, Run
 from .markup import FILTER, esc, note, section, table
@@ -34,8 +34,8 @@ def graphs_html(run: Run, graphs: list[Graph], uid: str, path: str) -> str:
     tui = f"graphdbg tui {short(path)}"
     shown = graphs[:GRAPHS_IN_PAGE]
     rows = [_graph_cells(g) for g in shown]
-    out = [table(("graph", "function", "where", "backend", "nodes", "compile", "calls",
-                  "mean call", "eager ref"), rows, "graphs", numeric=(0, 4, 5, 6, 7, 8))]
+    out = [table(("graph", "function", "compile id", "where", "backend", "nodes", "compile",
+                  "calls", "mean call", "eager ref"), rows, "graphs", numeric=(0, 5, 6, 7, 8, 9))]
     if len(shown) < len(graphs):
         out.append(note(f"{len(graphs) - len(shown)} more graphs not shown; {tui} shows all"))
     for g in shown:
@@ -57,14 +57,11 @@ def graphs_html(run: Run, graphs: list[Graph], uid: str, path: str) -> str:
 
 
 def _graph_cells(g: Graph) -> tuple[str, ...]:
-    name = model_name(g)
-    if g.ddp_bucket is not None:
-        name += f" · bucket {g.ddp_bucket['index'] + 1}/{g.ddp_bucket['count']}"
     took = g.backend_time_s if g.ddp_bucket is not None or g.export is not None else g.compile_time_s
     compile_cell = ("failed" if g.status == "compile_error" else "restarted"
                     if g.status == "restarted" else f"{took:.2f} s" if took else "-")
     ref = "-" if not g.eager_ref_ns else ms(g.eager_ref_ns) + (" ▲" if g.compiled_slower else "")
-    return (str(g.id), name + (f" [{g.compile_id}]" if g.compile_id else ""),
+    return (str(g.id), graph_name(g), g.compile_id or "-",
             f"{brief(g.file)}:{g.line}" if g.file else "?", backend_label(g),
             str(g.n_nodes if g.n_nodes is not None else "-"), compile_cell, str(g.calls),
             ms(g.mean_call_ns), ref)
