@@ -124,6 +124,9 @@ def test_markup_in_every_string_of_a_run_file_is_text(tmp_path):
         assert_escaped(html)
         # messages, hints, names, targets, modules, backends, argv: all of them
         assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") > 100
+        # the file's name, in the problems' data-where attributes too
+        assert re.search(r'data-where="[^"]*model&quot;&gt;&lt;img src=x onerror=alert\(1\)'
+                         r'&gt;\.py:\d+"', html)
 
 
 def test_the_fragment_is_one_scoped_div(tmp_path):

@@ -2,7 +2,8 @@
 torch): `synthetic(path, graphs, nodes)` is a run of graphs x nodes with
 node times and per-node values (one first divergent node per graph), a few
 findings and a source snapshot; ``evil`` puts markup in every string the run
-file holds (source, messages, hints, names, targets, modules)."""
+file holds (source and its file's name, messages, hints, names, targets,
+modules, argv)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ STATS = '{"min":-1.5,"max":2.25,"mean":0.01,"std":0.98,"norm":31.6,"nan":0,"inf"
 
 def synthetic(path: Path, graphs: int = 2, nodes: int = 50, *, evil: bool = False,
               findings: int = 6, lines: int = 200) -> Path:
-    """A run file at ``path`` (its source beside it, as model.py)."""
+    """A run file at ``path`` (its source beside it, model.py)."""
     bad = f" {EVIL}" if evil else ""
-    src = path.parent / "model.py"
+    # (a file name may hold markup too: all but "/")
+    src = path.parent / (f"model{IMG}.py" if evil else "model.py")
     src.write_text("".join(f"    h{j} = self.layer_{j}(h{j - 1})  # step {j}{bad}\n"
                            for j in range(1, lines + 1)))
     w = RunWriter(str(path), commit_interval=1e9, batch_rows=200_000, durable=False)
