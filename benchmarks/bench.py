@@ -48,6 +48,10 @@ Sections (names for --only):
             ratios to plain in the same round; the peak the export adds over
             the RSS before it; and graphdbg's work after the export inside
             the same call (from the run file), a ratio less exposed to noise
+  html      the HTML page (`graphdbg report --html`) of the showcase and of a
+            synthetic run of 100k nodes: size, render time, the command's
+            wall time, and the load time in headless chromium where Debian's
+            chromium and selenium are installed (bench_html.py)
 
 --quick shrinks the training loop (2 layers, 256 wide, batch 2 x 128), times
 100 steps instead of 200 in `train`, and runs one round where there are
@@ -77,13 +81,14 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 SECTIONS = ("capture", "compiled", "check", "localize", "runfile", "tui", "train", "onnx",
-            "generate")
+            "generate", "html")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
        "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
 
 
 from benchlib import (HERE, ROOT, Row, gib, graphdbg_cmd, ms, progress, quiet_profile,
                       report_json, run_proc, secs, spread, x)
+from bench_html import section_html  # noqa: E402
 from bench_onnx import section_onnx  # noqa: E402
 from bench_train import nanogpt_workdir, section_train  # noqa: E402
 
@@ -540,7 +545,7 @@ def main() -> None:
              f"load {info['load']}{', --quick' if args.quick else ''}")
     funcs = {"capture": section_capture, "compiled": section_compiled, "check": section_check,
              "localize": section_localize, "runfile": section_runfile, "tui": section_tui,
-             "train": section_train, "onnx": section_onnx}
+             "train": section_train, "onnx": section_onnx, "html": section_html}
     from bench_generate import section_generate   # imports this module's helpers
     funcs["generate"] = section_generate
     rows: list[Row] = []

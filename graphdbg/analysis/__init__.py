@@ -13,7 +13,8 @@ typed records, as plain frozen records (no rich, no textual, no SQL).
   labels, an export's line, a hint's ways out, fixed sizes, compile phases, a
   divergence in plain sentences); `advice` — what to do about a finding, in
   graphdbg's words where torch's hint is generic; `kinds` — what each kind of
-  finding means (`graphdbg explain`).
+  finding means (`graphdbg explain`); `problemtext` — a problem's words top
+  to bottom, as the report and the HTML page show them.
 - `lines` — compiled time per user line (a fused kernel split between its
   lines, never more than the graph's time), for the report, JSON and TUI;
   `compiletime` — what the caches gave a compile, agreeing with its phases.

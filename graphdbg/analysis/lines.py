@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..runfile.query import KernelTime, Run
+from ..core.format import brief, ms
+from ..runfile.query import MIN_SAMPLES, KernelTime, Run
 from ..runfile.readrecords import beyond_noise
 
 Line = tuple  # (file, line)
@@ -232,4 +233,47 @@ def compiled_by_line(run: Run) -> dict[Line, int]:
         rest = max(0, int(ns - kernel_ns.get(gid, 0)))
         if rest:
             out[(file, line)] = out.get((file, line), 0) + rest
+    return out
+
+
+# -- the table's words (`graphdbg report --full` and the HTML page) --------------------
+
+LINE_COLUMNS = ("where", "total", "fwd/call", "eager ref", "bwd/call", "kernels", "code")
+
+
+def line_cells(c: CompiledLine) -> tuple[str, ...]:
+    """A compiled line's cells in `LINE_COLUMNS` order: ``fwd/call`` marked
+    `` *`` (a cold first call only) or `` ~`` (too few calls to judge),
+    ``eager ref`` `` ▲`` where compiled is slower beyond the spread, ``where``
+    `` ⋈`` where a kernel is shared with other lines."""
+    ks = [k.removeprefix("extern_kernels.") for k in c.kernels]
+    fwd = ms(c.forward_ns) if c.forward_ns else "-"
+    if c.forward_ns and not c.steady:
+        fwd += " *"
+    elif c.forward_ns and c.samples < MIN_SAMPLES:
+        fwd += " ~"
+    ref = "-" if not c.eager_ref_ns else ms(c.eager_ref_ns) + (" ▲" if c.compiled_slower else "")
+    return (f"{brief(c.file)}:{c.line}" + (" ⋈" if c.shared else ""), ms(c.total_ns), fwd, ref,
+            ms(c.backward_ns) if c.backward_ns else "-",
+            ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c.code or "")
+
+
+def line_notes(lines: list[CompiledLine]) -> list[str]:
+    """What the table's marks mean, for the marks its rows carry."""
+    cells = [line_cells(c) for c in lines]
+    out = []
+    if any(c.shared for c in lines):
+        out.append("⋈ a kernel fused from several lines: its time is split between them (in "
+                   "proportion to their nodes' eager reference times where each has one, else "
+                   "equally), so the lines add up to the kernels' time, never more than the "
+                   "graph's")
+    if any(c.compiled_slower for c in lines):
+        out.append(f"▲ the line's kernels took longer per call than its nodes in the eager "
+                   f"reference run, by more than their own spread over at least {MIN_SAMPLES} "
+                   f"calls after the first (median − fastest)")
+    if any(r[2].endswith(" *") for r in cells):
+        out.append("* the graph's first (cold) call only: it ran once")
+    if any(r[2].endswith(" ~") for r in cells):
+        out.append(f"~ timed over fewer than {MIN_SAMPLES} calls after the first: too few to "
+                   f"call it slower than eager")
     return out

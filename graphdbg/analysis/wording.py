@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..runfile.query import Graph
 
 __all__ = ["CARET_KINDS", "PHASE_LABELS", "STAGE_WORDS", "backend_label", "divergence_sentences",
-           "export_text", "hint_and_fixes", "model_name", "says_message", "size_name",
+           "export_text", "graph_name", "hint_and_fixes", "model_name", "says_message", "size_name",
            "specialized_lines", "specialized_text"]
 
 # findings whose line gets a caret even without its span (the whole line's code):
@@ -79,6 +79,22 @@ def model_name(g: Graph) -> str:
     name = g.function or "?"
     if g.export is not None:
         name = _VIA_SUFFIX.sub("", name)
+    return name
+
+
+def graph_name(g: Graph, with_compile_id: bool = False) -> str:
+    """A graph's name in the graphs table: its function (`model_name`), a
+    DDP bucket's place ("forward · bucket 2/3"), a recompile said plainly
+    ("forward (recompile 1)": torch's "0/1", function 0's compile 1) where
+    the compile id is not shown beside it (``with_compile_id``: it is)."""
+    name = model_name(g)
+    b = g.ddp_bucket
+    if b is not None:
+        name += f" · bucket {b['index'] + 1}/{b['count']}"
+    elif not with_compile_id and g.compile_id and "/" in g.compile_id:
+        again = g.compile_id.rsplit("/", 1)[1]
+        if again.isdigit() and int(again) > 0:
+            name += f" (recompile {again})"
     return name
 
 

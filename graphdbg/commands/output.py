@@ -1,8 +1,10 @@
 """Where the commands write: the one place a rich console is made (the
-reporters only render onto the console they are given) and JSON is printed."""
+reporters only render onto the console they are given), JSON is printed and
+HTML pages written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -40,3 +42,37 @@ def print_trimmed(console, renderable) -> None:
 def write_json(document) -> None:
     """A JSON document on stdout."""
     sys.stdout.write(json.dumps(document, indent=1, default=str) + "\n")
+
+
+def check_html_path(out: str) -> str | None:
+    """Why ``out`` cannot take an HTML page (None: it can), said of --html;
+    checked before the work (a long `graphdbg run` must not end in it)."""
+    if out.endswith(".run") or os.path.isdir(out):
+        return (f"--html OUT names the page to write, and {out} is "
+                f"{'a folder' if os.path.isdir(out) else 'a run file name'}: "
+                f"graphdbg report --html run.html [RUN]")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        return f"--html: the folder {folder} does not exist"
+    return None
+
+
+def write_html(out: str, text: str, quiet: bool = False) -> None:
+    """The page into ``out`` whole (a temporary file renamed over it: a
+    reader never sees half a page), and a line on stderr saying where
+    (``quiet``: none)."""
+    from ..core.errors import GraphdbgError
+    tmp = f"{out}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise GraphdbgError(f"cannot write {out}: {exc.strerror or exc}") from None
+    if quiet:
+        return
+    size = len(text.encode("utf-8"))
+    print(f"graphdbg: wrote {out} ({size / 1024:.0f} kB), one self-contained page: "
+          f"open it in a browser", file=sys.stderr)

@@ -40,7 +40,7 @@ def _typed(parse):
 
 
 # options of `graphdbg run` that take a value (the argv split must skip it)
-_VALUE_OPTS = {"-o", "--output"} | {name for name, kw, _ in _arguments() if "action" not in kw}
+_VALUE_OPTS = {"-o", "--output", "--html"} | {name for name, kw, _ in _arguments() if "action" not in kw}
 
 
 # `graphdbg run --help`'s groups: (key, title, description); each capture
@@ -87,6 +87,9 @@ class RunCommand:
                                      help="print nothing of graphdbg's own after the run")
         group["output"].add_argument("--tui", action="store_true",
                                      help="open the terminal UI when the program ends")
+        group["output"].add_argument(
+            "--html", metavar="OUT.html",
+            help="then write the run's HTML page (docs/html.md)")
         for name, kw, key in _arguments():
             group[key].add_argument(name, **kw)
         run.add_argument("script", nargs="?", help=argparse.SUPPRESS)
@@ -120,9 +123,18 @@ class RunCommand:
             raise GraphdbgError("graphdbg run: give a script to run (or -m module)")
         check_not_a_launcher(target, bool(args.module), args.program_args)
         check_target(target, bool(args.module))   # before a rank's folder is made
+        if args.html:   # said before the program runs, not after
+            _check_html(args.html)
         output = output_path(args.output, target, bool(args.module))
         status = run_program(target, args.program_args, module=bool(args.module),
                              output=output, quiet=args.quiet, options=options)
+        if args.html:
+            from ..reporters.html import page
+            from .output import write_html
+            try:
+                write_html(args.html, page(output), quiet=args.quiet)
+            except GraphdbgError as exc:  # the program's status matters more than the page's
+                print(f"graphdbg: {exc}", file=sys.stderr)
         if args.tui:
             from .tui import open_ui
             try:
@@ -130,6 +142,21 @@ class RunCommand:
             except GraphdbgError as exc:  # the program's status matters more than the UI's
                 print(f"graphdbg: {exc}", file=sys.stderr)
         return status
+
+
+def _check_html(out: str) -> None:
+    """--html's page can be written; under a launcher, refused (each rank
+    would write the same file before the others end): the job's page is made
+    from its folder afterwards."""
+    from ..core import ranks
+    from .output import check_html_path
+    why = check_html_path(out)
+    if why:
+        raise UsageError(why)
+    if ranks.from_env() is not None:
+        raise UsageError("--html under a launcher: each rank writes its own run file; after "
+                         "the job, graphdbg report --html OUT.html JOB_FOLDER makes the "
+                         "job's page")
 
 
 COMMAND = RunCommand()

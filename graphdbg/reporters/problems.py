@@ -5,27 +5,18 @@ A problem reads top to bottom: its kind and line, the code with a caret
 under the span, graphdbg's message, the numbers in plain sentences (a
 divergence's, a graph break's explanation), what to do (graphdbg's advice
 where torch's hint is generic: `graphdbg.analysis.advice`), and the calls
-that led there.
+that led there. The words come from `graphdbg.analysis.problemtext`
+(the HTML page shows the same); only the look is decided here.
 """
 
 from __future__ import annotations
 
-import re
-
-from ..analysis.advice import what_to_do
-from ..analysis.wording import (CARET_KINDS, divergence_sentences, says_message,
-                                specialized_lines)
-from ..core.format import at, caret, clip
-from ..runfile.details import parse as parse_detail
+from ..analysis.problemtext import problem_text
 from ..runfile.query import Finding
 
 __all__ = ["problems_section"]
 
 _ICONS = {"error": "[red]✖[/]", "warning": "[yellow]▲[/]", "info": "[blue]●[/]"}
-# ways out shown under a problem (all of them with --full)
-_FIXES = 3
-# "... (2 compiled frames recompiled: f() at m.py:3, g() at m.py:9)" ending a recompile's message
-_FRAMES = re.compile(r" \(\d+ compiled frames recompiled: .*\)$")
 
 
 def problems_section(findings: list[Finding], full: bool = False) -> list:
@@ -42,59 +33,42 @@ def problems_section(findings: list[Finding], full: bool = False) -> list:
 
 
 def _problem(f: Finding, full: bool) -> list:
+    """One finding's rows, from its words (`graphdbg.analysis.problemtext`,
+    which the HTML page shows too)."""
     from rich.markup import escape
-    out: list = [_head(f)]
+    p = problem_text(f, full)
+    out: list = [_head(f, p.where)]
 
     def indented(markup: str, left: int = 4) -> None:
         out.append(_indented(markup, left))
 
-    if f.code:
+    if p.code:
         # one row each, cut with "…" at the terminal's edge (a wrapped line
         # would lose its caret)
-        out.append(_row(f"    [dim]{f.line:>5} │[/] {escape(f.code)}"))
-        if f.col is not None or f.kind in CARET_KINDS:
-            # under the caret's span; the whole line only where none is known
-            out.append(_row(f"    {'':>5}   [red]{caret(f.code, f.col, f.end_col)}[/]"))
-    # (a divergence without a stored detail still gets its line, of unknowns)
-    detail = f.detail if f.detail is not None else parse_detail(f.kind, {})
-    message = f.message
-    if f.kind == "recompile" and not full:   # each frame is a graph row (--full: all)
-        message = _FRAMES.sub("", message)
-    if not (f.kind == "divergence" and says_message(detail) and not full):
-        indented(escape(message))   # (else the sentences below say it)
-    advice = what_to_do(f.kind, f.hint, detail, getattr(detail, "fixes", None))
-    if f.kind == "divergence":
-        # the stage is in the advice ("a bug of the backend X"), else said here
-        about = (" ".join(divergence_sentences(detail, full, stage=full or not advice.own))
-                 or detail.summary())
-    elif advice.own and not full:
-        about = None   # graphdbg's advice says what torch's explanation says
-    else:
-        about = detail.summary()
-    if about:
-        indented(f"[dim]{escape(about)}[/]")
-    if advice.hint:
-        indented(f"[green]what to do:[/] {escape(clip(advice.hint, 400))}")
-    fixes = advice.fixes if full else advice.fixes[:_FIXES]
-    for fix in fixes:   # one way out a line, wrapped under its own text
+        out.append(_row(f"    [dim]{f.line:>5} │[/] {escape(p.code)}"))
+        if p.caret is not None:
+            out.append(_row(f"    {'':>5}   [red]{p.caret}[/]"))
+    if p.message is not None:
+        indented(escape(p.message))
+    if p.about:
+        indented(f"[dim]{escape(p.about)}[/]")
+    if p.hint:
+        indented(f"[green]what to do:[/] {escape(p.hint)}")
+    for fix in p.fixes:   # one way out a line, wrapped under its own text
         out.append(_bullet(escape(fix)))
-    if len(fixes) < len(advice.fixes):
-        indented(f"[dim]… {len(advice.fixes) - len(fixes)} more with --full[/]", 6)
-    for line in specialized_lines(getattr(detail, "specialized", None)):
+    if p.more_fixes:
+        indented(f"[dim]… {p.more_fixes} more with --full[/]", 6)
+    for line in p.specialized:
         indented(f"[dim]{escape(line)}[/]")
-    callers = list(f.stack[:-1])[-2:]
-    if callers:
-        chain = " ← ".join(f"{at(c.file, c.line, c.cell)} {c.function}"
-                           for c in reversed(callers))
-        indented(f"[dim]called from {escape(chain)}[/]")
+    if p.called_from:
+        indented(f"[dim]called from {escape(p.called_from)}[/]")
     return out
 
 
-def _head(f: Finding) -> str:
+def _head(f: Finding, where: str) -> str:
     """A problem's first line: icon, kind (as `graphdbg explain` takes it),
     where, how often."""
     from rich.markup import escape
-    where = at(f.file, f.line, f.cell) if f.file else "(no user frame)"
     fn = f" in {escape(f.function)}" if f.function else ""
     times = f"  ×{f.count}" if f.count > 1 else ""
     return f"{_ICONS.get(f.severity, '?')} [bold]{f.kind}[/] [cyan]{escape(where)}[/]{fn}{times}"

@@ -11,7 +11,7 @@ import glob
 import os
 
 from ..analysis.jobtext import position_lines
-from ..analysis.wording import backend_label, export_text, model_name
+from ..analysis.wording import backend_label, export_text, graph_name
 from ..core.errors import GraphdbgError
 from ..core.format import brief, ms, short
 from ..runfile.query import MIN_SAMPLES, Finding, Graph, KindCount, Run
@@ -50,7 +50,7 @@ def eager_steps_line(steps: dict | None) -> str | None:
             f"(--eager-steps all records every step)")
 
 
-def _counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int,
+def counts_line(graphs: list, counts: dict[str, KindCount], eager_ops: int,
                  interrupted: bool = False) -> str:
     """"3 graphs, 2 exports, 1 graph break, 1 recompile, 1520 eager ops": the
     compiled graphs, exports apart, and each kind's findings as the Problems
@@ -129,7 +129,7 @@ def _header(run: Run, graphs: list[Graph], full: bool) -> list:
         if state != "complete":   # where the rank was when it stopped
             for line in position_lines(run.position()):
                 out.append(f"[yellow]{escape(line)}[/]")
-    out.append(_counts_line(graphs, run.finding_counts(), run.eager_totals()[0],
+    out.append(counts_line(graphs, run.finding_counts(), run.eager_totals()[0],
                             state == "interrupted"))
     sampled = eager_steps_line(info.eager_steps)
     if sampled:
@@ -265,14 +265,7 @@ def _graph_cells(g: Graph, full: bool) -> dict[str, str]:
     """A graph's row, by column (the short report's and --full's)."""
     from rich.markup import escape
     b = g.ddp_bucket
-    name = model_name(g)
-    if b is not None:
-        name += f" · bucket {b['index'] + 1}/{b['count']}"
-    elif not full and g.compile_id and "/" in g.compile_id:
-        # torch's "0/1" (function 0, compile 1), said plainly where the id is not shown
-        again = g.compile_id.rsplit("/", 1)[1]
-        if again.isdigit() and int(again) > 0:
-            name += f" (recompile {again})"
+    name = graph_name(g, with_compile_id=full)   # --full shows the compile id beside it
     # a DDP bucket's and an export's own time (an export has no compile)
     compile_s = g.backend_time_s if b is not None or g.export is not None else g.compile_time_s
     took = ("[red]failed[/]" if g.status == "compile_error" else
@@ -295,7 +288,7 @@ def summary_lines(run: Run, path: str, rank=None) -> list[str]:
     """The short summary after `graphdbg run` (markup lines), with the next
     command to type; a launcher's rank (`graphdbg.core.ranks.RankInfo`) points
     at the job's folder, which the views open whole."""
-    counts = _counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0],
+    counts = counts_line(run.graphs(), run.finding_counts(), run.eager_totals()[0],
                           run.info.status == "interrupted")
     if rank is not None:
         folder = short(os.path.dirname(path) or ".")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 
 from ..analysis.compiletime import CACHE_NOTE, cache_text, shows_cache_load
-from ..analysis.lines import CompiledLine, compiled_lines
+from ..analysis.lines import CompiledLine, compiled_lines, line_cells, line_notes
 from ..analysis.wording import PHASE_LABELS
 from ..core.format import brief, ms
-from ..runfile.query import MIN_SAMPLES, CompileTime, Finding, Run, Sampling
+from ..runfile.query import CompileTime, Finding, Run, Sampling
 from .fit import Col, FitTable
 from .json import py_spy_lines, recompile_findings
 
@@ -114,41 +114,17 @@ def compiled_lines_section(lines: list[CompiledLine]) -> list:
     from rich.rule import Rule
     if not lines:
         return []
-    rows = []
-    for c in lines:
-        ks = [k.removeprefix("extern_kernels.") for k in c.kernels]
-        fwd = ms(c.forward_ns) if c.forward_ns else "-"
-        if c.forward_ns and not c.steady:
-            fwd += " *"
-        elif c.forward_ns and c.samples < MIN_SAMPLES:
-            fwd += " ~"
-        ref = "-" if not c.eager_ref_ns else ms(c.eager_ref_ns) + (" ▲" if c.compiled_slower else "")
-        shared = " ⋈" if getattr(c, "shared", False) else ""
-        rows.append((f"{brief(c.file)}:{c.line}{shared}", ms(c.total_ns), fwd, ref,
-                     ms(c.backward_ns) if c.backward_ns else "-",
-                     ", ".join(ks[:2]) + (f" +{len(ks) - 2}" if len(ks) > 2 else ""), c.code or ""))
     # where and the times keep their width; kernels and code give way (capped: a
     # source line as wide as the terminal leaves the kernels room)
     t = FitTable([Col("where"), Col("total", "right"), Col("fwd/call", "right"),
                   Col("eager ref", "right"), Col("bwd/call", "right"),
                   Col("kernels", flex=True, cap=24), Col("code", flex=True, cap=60)])
-    for r in rows:
+    for r in map(line_cells, lines):
         t.add_row(*(f"[yellow]{escape(v)}[/]" if v.endswith(" ▲") else escape(v) for v in r))
     out = [NewLine(), Rule("Compiled time per line (inductor kernels)", align="left"), t]
-    if any(getattr(c, "shared", False) for c in lines):
-        out.append("[dim]⋈ a kernel fused from several lines: its time is split between them (in "
-                   "proportion to their nodes' eager reference times where each has one, else "
-                   "equally), so the lines add up to the kernels' time, never more than the "
-                   "graph's[/]")
-    if any(c.compiled_slower for c in lines):
-        out.append(f"[dim][yellow]▲[/] the line's kernels took longer per call than its nodes in "
-                   f"the eager reference run, by more than their own spread over at least "
-                   f"{MIN_SAMPLES} calls after the first (median − fastest)[/]")
-    if any(r[2].endswith(" *") for r in rows):
-        out.append("[dim]* the graph's first (cold) call only: it ran once[/]")
-    if any(r[2].endswith(" ~") for r in rows):
-        out.append(f"[dim]~ timed over fewer than {MIN_SAMPLES} calls after the first: "
-                   "too few to call it slower than eager[/]")
+    for note in line_notes(lines):
+        # the slower mark in yellow, as in its rows
+        out.append(f"[dim]{'[yellow]▲[/]' + escape(note[1:]) if note.startswith('▲') else escape(note)}[/]")
     return out
 
 

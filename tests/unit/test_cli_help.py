@@ -123,7 +123,8 @@ def test_run_help_is_grouped_one_short_line_an_option(workdir):
     assert [ln[:-1] for ln in text.splitlines() if ln[:-1] in titles and ln.endswith(":")] \
         == titles
     entries = _entries(text)
-    flagged = {f.name for _, _, f in flags(CaptureOptions)} | {"-m", "--output", "-q", "--tui"}
+    flagged = {f.name for _, _, f in flags(CaptureOptions)} | {"-m", "--output", "-q", "--tui",
+                                                                 "--html"}
     shown = {name for entry in entries for name in re.findall(r"(?<![\w-])(-[\w-]+)", entry)}
     assert flagged <= shown, flagged - shown
     long = {e: h for e, h in entries.items() if len(h) != 1 and not e.startswith("-h")}
