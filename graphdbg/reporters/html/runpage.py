@@ -38,9 +38,11 @@ def header_html(run: Run, graphs: list, path: str) -> str:
     how = f" ({i.status})" if i.status != "complete" else ""
     wall = f" after {i.wall_s:.1f} s" if i.wall_s else ""
     colour = "ok" if status == 0 else "err"
+    counts = counts_line(graphs, run.finding_counts(), run.eager_totals()[0],
+                         i.status == "interrupted")
     out = [f'<h1>graphdbg run {esc(" ".join(i.argv or []))}: '
            f'<span class="{colour}">exit {esc(status)}</span>{esc(how + wall)}</h1>',
-           f"<p>{esc(counts_line(graphs, run.finding_counts(), run.eager_totals()[0], i.status == 'interrupted'))}</p>",
+           f"<p>{esc(counts)}</p>",
            note(f"run file {short(path)}; torch {i.torch or '?'}, values={i.values or '?'}, "
                 f"device {i.device or '?'}")]
     if i.rank is not None:
