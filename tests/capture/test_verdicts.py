@@ -196,7 +196,7 @@ def llama_steps() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
     torch._dynamo.reset()
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    cfg = LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                       num_key_value_heads=2, intermediate_size=64, vocab_size=100,
                       attention_dropout=0.1, attn_implementation="sdpa")
     model = LlamaForCausalLM(cfg).train()
