@@ -40,3 +40,15 @@ def print_trimmed(console, renderable) -> None:
 def write_json(document) -> None:
     """A JSON document on stdout."""
     sys.stdout.write(json.dumps(document, indent=1, default=str) + "\n")
+
+
+def plain_text(renderable, width: int = 100) -> str:
+    """``renderable`` as plain text (no colours, no trailing blanks), for a
+    notebook's text/plain output and the API results' ``str``."""
+    import io
+
+    from rich.console import Console
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False, emoji=False,
+            force_terminal=False, force_jupyter=False).print(renderable)
+    return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))

@@ -99,17 +99,18 @@ def is_internal(filename: str) -> bool:
     hit = _cache.get(filename)
     if hit is not None:
         return hit
+    from . import cells
     if not filename:
         result = True
+    elif cells.is_cell(filename):
+        result = cells.runs_magic(filename)   # the %%graphdbg magic's own call is not
     elif filename.startswith("<"):
         # <frozen runpy>, <string>, <eval_with_key>.N, <torch_package_...>: a
         # notebook's "<ipython-input-…>" cell (IPython < 8) is the user's
         result = is_generated(filename)
     else:
-        from . import cells
         real = os.path.realpath(filename)
-        result = not cells.is_cell(filename) and (
-            real.startswith(_INTERNAL) or is_stdlib(filename) or is_generated(filename))
+        result = real.startswith(_INTERNAL) or is_stdlib(filename) or is_generated(filename)
     _cache[filename] = result
     return result
 
