@@ -48,7 +48,10 @@ def plain_text(renderable, width: int = 100) -> str:
     import io
 
     from rich.console import Console
-    out = io.StringIO()
-    Console(file=out, width=width, color_system=None, highlight=False, emoji=False,
-            force_terminal=False, force_jupyter=False).print(renderable)
-    return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))
+    # recorded and exported without styles: a kernel's environment may force
+    # colours onto any console (FORCE_COLOR)
+    c = Console(file=io.StringIO(), width=width, record=True, highlight=False, emoji=False,
+                force_terminal=False, force_jupyter=False)
+    c.print(renderable)
+    text = c.export_text(styles=False)
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))

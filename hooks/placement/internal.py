@@ -42,12 +42,19 @@ def _internal_prefixes() -> tuple[str, ...]:
     prefixes.add(os.path.realpath(sysconfig.get_paths()["scripts"]) + os.sep)
     prefixes.add(os.path.realpath(os.path.dirname(sys.executable)) + os.sep)
     # the ONNX exporter's toolchain (graphdbg[onnx]) is torch's side too; IPython and
-    # ipykernel run a notebook's cells, as runpy runs a script (found, not imported)
+    # ipykernel (on tornado's and zmq's event loop) run a notebook's cells, as runpy
+    # runs a script (found, not imported)
     for pkg in ("torch", "functorch", "graphdbg", "onnx", "onnxscript", "onnx_ir", "onnxruntime",
-                "IPython", "ipykernel"):
+                "IPython", "ipykernel", "tornado", "zmq", "traitlets", "jupyter_client"):
         d = _package_dir(pkg)
         if d:
             prefixes.add(d)
+    try:   # the kernel's launcher, a module of one file
+        spec = importlib.util.find_spec("ipykernel_launcher")
+        if spec is not None and spec.origin:
+            prefixes.add(os.path.realpath(spec.origin))
+    except (ImportError, ValueError):
+        pass
     return tuple(sorted(prefixes))
 
 
