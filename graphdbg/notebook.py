@@ -90,7 +90,7 @@ def run_cell(shell, cell: str, number: int, path: str, options: CaptureOptions, 
     __tracebackhide__ = True
     from IPython.display import display
 
-    from . import capture
+    from .region import capture
     from .display import mimebundle, summary_line
     code = _compiled(shell, cell, number)   # a syntax error is the cell's, before any capture
     rec = capture(path, options=options, reset=reset)
