@@ -25,7 +25,9 @@ from .core.options import CaptureOptions, OptionError
 
 
 def load_ipython_extension(ipython) -> None:
-    ipython.register_magic_function(_magic(ipython), magic_kind="cell", magic_name="graphdbg")
+    # a cell magic; as a line magic (``%graphdbg --help``) it says how to use it
+    ipython.register_magic_function(_magic(ipython), magic_kind="line_cell",
+                                    magic_name="graphdbg")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -61,12 +63,15 @@ def _exit(status: int = 0, message: str | None = None) -> None:
 
 
 def _magic(shell):
-    def graphdbg(line: str, cell: str):
-        """Record this cell with graphdbg and show its report (%%graphdbg --help:
+    def graphdbg(line: str, cell: str | None = None):
+        """Record this cell with graphdbg and show its report (%graphdbg --help:
         the options)."""
         __tracebackhide__ = True   # IPython shows the cell's error, not this frame
         from IPython.core.error import UsageError
-        if line.strip() in ("-h", "--help"):
+        if cell is None or line.strip() in ("-h", "--help"):
+            if cell is None and line.strip() not in ("", "-h", "--help"):
+                raise UsageError("graphdbg records a whole cell: put %%graphdbg [options] "
+                                 "on the cell's first line (%graphdbg --help: the options)")
             print(parser().format_help())
             return None
         try:

@@ -78,7 +78,9 @@ y = net.fc(torch.randn(3, 5))"""
 COMPARE = """report = graphdbg.compare(net, torch.randn(4, 8), backend="aot_eager")
 report"""
 
-CELLS = [SETUP, MODEL, TRAIN, TRAIN, AGAIN, FAILS, COMPARE]   # TRAIN run again as In[4]
+HELP = "%graphdbg --help"
+
+CELLS = [SETUP, MODEL, TRAIN, TRAIN, AGAIN, FAILS, COMPARE, HELP]   # TRAIN run again as In[4]
 
 
 def _line(cell: str, text: str) -> int:
@@ -142,7 +144,7 @@ def test_the_kernel_is_this_venvs_and_every_cell_but_one_ran(notebook):
     errors = [(i, o.ename) for i, c in enumerate(cells) for o in c.outputs
               if o.output_type == "error"]
     assert errors == [(5, "RuntimeError")], [_text(c) for c in cells]
-    assert [c.execution_count for c in cells] == [1, 2, 3, 4, 5, 6, 7]
+    assert [c.execution_count for c in cells] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert _text(cells[0]).strip() == sys.executable
 
 
@@ -201,3 +203,10 @@ def test_compare_on_the_compiled_model_has_no_recompile_and_leaves_no_file(noteb
     # no finding of the program's)
     assert "▲ recompile" not in text and "different backend" not in text
     assert [p for p in os.listdir(tmp) if p.startswith("graphdbg-")] == []
+
+
+def test_the_magic_says_its_options(notebook):
+    cells, _, _ = notebook
+    text = _text(cells[7])
+    assert text.startswith("usage: %%graphdbg [-o RUN] [--reset] [--backend NAME]")
+    assert "--values {none,health,stats,full}" in text
