@@ -84,7 +84,8 @@ class CompareReport:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         from .display import mimebundle
         with self._file() as path:
-            return mimebundle(path, self._head())
+            # a deleted run file's next commands name the file compare(path=) would keep
+            return mimebundle(path, self._head(), None if self._kept is None else "c.run")
 
     def _head(self) -> str:
         bad = [d for d in self.divergences if d.severity == "error"]
@@ -92,7 +93,8 @@ class CompareReport:
                    else "compiled matches eager")
         breaks = f", {len(self.graph_breaks)} graph break(s)" if self.graph_breaks else ""
         return (f"graphdbg.compare: {verdict}; {len(self.graphs)} graph(s){breaks}"
-                + (f" — graphdbg report {self.run_file}" if self.run_file else ""))
+                + (f" — graphdbg report {self.run_file}" if self.run_file else
+                   " (its run file is deleted: compare(..., path='c.run') keeps one)"))
 
     @property
     def divergences(self) -> list[Finding]:

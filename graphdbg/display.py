@@ -47,22 +47,23 @@ def summary_line(path: str, what: str = "capture") -> str:
     return f"{text} — graphdbg report {name}"
 
 
-def report_text(path: str) -> str:
-    """The terminal report of a run file, as plain text."""
+def report_text(path: str, name: str | None = None) -> str:
+    """The terminal report of a run file, as plain text (``name``: the run
+    file as its next commands name it)."""
     from .commands.output import plain_text
     from .reporters.report import summary
     from .runfile.query import Run
     with Run(path) as run:
-        return plain_text(summary(run, False, path))
+        return plain_text(summary(run, False, name or path))
 
 
-def mimebundle(path: str, head: str | None = None) -> dict[str, str]:
+def mimebundle(path: str, head: str | None = None, name: str | None = None) -> dict[str, str]:
     """A run file for Jupyter's display: its HTML fragment, and the report as
-    text (``head``: a line above both)."""
+    text (``head``: a line above both; ``name``: as `report_text`)."""
     from html import escape
 
     from .reporters.html import fragment
-    text = report_text(path)
+    text = report_text(path, name)
     html = fragment(path)
     if head:
         text = f"{head}\n{text}"

@@ -90,6 +90,9 @@ def test_compare_on_a_compiled_model_reports_no_recompile_and_leaves_no_file(
     bundle = report._repr_mimebundle_()
     assert bundle["text/plain"].startswith("graphdbg.compare: compiled matches eager; 2 graph(s)")
     assert "<div" in bundle["text/html"] and "graph_break" in bundle["text/plain"]
+    # the deleted file is named nowhere; its next commands name the one path= would keep
+    assert "graphdbg-view-" not in bundle["text/plain"] and "path='c.run'" in bundle["text/plain"]
+    assert "graphdbg tui c.run" in bundle["text/plain"]
     assert glob.glob(str(tmp_path / "graphdbg-*")) == []
     # path= keeps it
     kept = graphdbg.compare(net, x, backend="aot_eager", path=str(tmp_path / "kept.run"))

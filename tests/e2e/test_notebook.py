@@ -198,7 +198,7 @@ def test_compare_on_the_compiled_model_has_no_recompile_and_leaves_no_file(noteb
     cells, _, tmp = notebook
     text = _text(cells[6])
     assert text.startswith("hidden") or "graphdbg.compare: " in text
-    assert "graphdbg.compare: compiled matches eager; 2 graph(s), 1 graph break(s)" in text
+    assert "graphdbg.compare: compiled matches eager; 2 graph(s), 1 graph break(s) (its run file" in text
     # (its graphs are the frame's third compile, "(recompile 2)" to Dynamo, but
     # no finding of the program's)
     assert "▲ recompile" not in text and "different backend" not in text
