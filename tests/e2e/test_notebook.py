@@ -192,6 +192,8 @@ def test_a_failing_cell_shows_its_report_and_its_error(notebook):
     assert "mat1 and mat2 shapes cannot be multiplied" in text
     tb = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(cells[5].outputs[-1].traceback))
     assert "Cell In[6], line 1" in tb
+    # the magic's own frames are hidden, as IPython hides its own
+    assert "graphdbg/notebook.py" not in tb and "skipping hidden" in tb
 
 
 def test_compare_on_the_compiled_model_has_no_recompile_and_leaves_no_file(notebook):
