@@ -59,8 +59,10 @@ def test_a_capture_after_the_compile_says_so_and_reset_recompiles(tmp_path, caps
     text = repr(cap)
     assert "0 graphs" in text and "4 graphs compiled before it" in text
     from graphdbg.display import report_text
+    report = report_text(cap.path)
     assert "4 graphs were compiled before this capture: their breaks and recompiles are not " \
-           "in it" in report_text(cap.path)
+           "in it" in report
+    assert "torchinductor" not in report and "eager ops" in report
     from conftest import report_doc
     assert report_doc(cap.path)["run"]["compiled_before"]["graphs"] == 4
     # reset=True: compiled again under the capture, break and recompile seen, same values
