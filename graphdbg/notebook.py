@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+import sys
 
 from .core.options import CaptureOptions, OptionError
 
@@ -106,7 +107,11 @@ def run_cell(shell, cell: str, number: int, path: str, options: CaptureOptions, 
             _execute(shell, *code)
     except BaseException as exc:   # shown in the report, then IPython's to show
         error = exc
-    display(mimebundle(path, summary_line(path, "cell")), raw=True)
+    if rec.ended:   # (a capture that could not start has no report: its error says why)
+        try:
+            display(mimebundle(path, summary_line(path, "cell")), raw=True)
+        except Exception as exc:   # noqa: BLE001 - the cell's own outcome comes first
+            print(f"graphdbg: cannot show the report of {path}: {exc}", file=sys.stderr)
     if error is not None:
         raise error
 

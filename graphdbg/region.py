@@ -52,6 +52,11 @@ class capture:
             if in_ipython():   # like memray's magics; a script's stdout stays its own
                 print(summary_line(self.path))
 
+    @property
+    def ended(self) -> bool:
+        """The capture started and ended: its run file is complete."""
+        return self._ended
+
     def __repr__(self) -> str:
         if not self._ended:
             state = "capturing" if self._session is not None else "not started"
