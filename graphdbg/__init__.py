@@ -7,6 +7,7 @@ functions that need them (`graphdbg --help` and the pytest plugin start fast).
 from __future__ import annotations
 
 from .core.version import __version__
+from .region import capture
 
 __all__ = ["OnnxUnavailable", "__version__", "capture", "check_export", "check_graph", "compare",
            "open_run"]
@@ -47,31 +48,7 @@ def open_run(path: str):
     return Run(path)
 
 
-class capture:
-    """Capture a region of a program into a run file.
-
-        with graphdbg.capture("region.run") as run:
-            model(x)
-        print(run.path)
-
-    Options are those of `graphdbg run` (`graphdbg.core.options.CaptureOptions`),
-    given as an object or as keywords: ``capture("x.run", values="none",
-    compare_first=1, localize="bisect")``.
-    """
-
-    def __init__(self, path: str = "graphdbg-capture.run", *, options=None, **kwargs) -> None:
-        from .core.options import CaptureOptions
-        if options is not None and kwargs:
-            raise TypeError("give capture options either as `options=` or as keywords, not both")
-        self.path = path
-        self.options = options or CaptureOptions.from_kwargs(**kwargs)
-        self._session = None
-
-    def __enter__(self) -> "capture":
-        from graphdbg.hooks import Session
-        self._session = Session(self.path, self.options, argv=["<capture>"])
-        self._session.start()
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self._session.__exit__(exc_type, exc, tb)
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext graphdbg``: the ``%%graphdbg`` cell magic (graphdbg/notebook.py)."""
+    from .notebook import load_ipython_extension as _load
+    _load(ipython)

@@ -12,29 +12,89 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, Callable
 
 from .runfile.query import Finding, Run
 
 
+def _remove_run(path: str) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        try:
+            os.remove(path + suffix)
+        except FileNotFoundError:
+            pass
+
+
+class _RunBytes:
+    """A temporary run file deleted at once, kept in memory (a compare's is
+    about a megabyte) and written back to a temporary file only while a view
+    (the JSON document, the notebook's display) reads it."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, "rb") as f:
+            self.data = f.read()
+
+    @contextmanager
+    def file(self):
+        fd, path = tempfile.mkstemp(prefix="graphdbg-view-", suffix=".run")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.data)
+            yield path
+        finally:
+            _remove_run(path)
+
+
 class CompareReport:
     """Findings of `graphdbg.compare`, read back from its run file as typed
-    records (`graphdbg.runfile.query.Finding` and `Graph`; no nodes)."""
+    records (`graphdbg.runfile.query.Finding` and `Graph`; no nodes).
+    ``run_file``: the run file the caller named; None for the temporary one,
+    deleted (the report keeps its bytes for ``document`` and the display)."""
 
-    def __init__(self, run_file: str, output: Any) -> None:
-        self.run_file = run_file
+    def __init__(self, run_file: str, output: Any, temporary: bool = False) -> None:
+        self.run_file: str | None = run_file
         self.output = output
         with Run(run_file) as run:
             self.diagnostics = run.findings()
             self.graphs = run.graphs()
+        self._kept = None
+        if temporary:
+            self._kept = _RunBytes(run_file)
+            _remove_run(run_file)
+            self.run_file = None
+
+    @contextmanager
+    def _file(self):
+        if self._kept is None:
+            yield self.run_file
+        else:
+            with self._kept.file() as path:
+                yield path
 
     @cached_property
     def document(self) -> dict:
         """The `graphdbg report --json` document, read when first asked for
         (it holds every node of every graph)."""
         from .reporters.json import document
-        return document(self.run_file)
+        with self._file() as path:
+            return document(path)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        from .display import mimebundle
+        with self._file() as path:
+            # a deleted run file's next commands name the file compare(path=) would keep
+            return mimebundle(path, self._head(), None if self._kept is None else "c.run")
+
+    def _head(self) -> str:
+        bad = [d for d in self.divergences if d.severity == "error"]
+        verdict = (f"compiled differs from eager at {len(bad)} place(s)" if bad
+                   else "compiled matches eager")
+        breaks = f", {len(self.graph_breaks)} graph break(s)" if self.graph_breaks else ""
+        return (f"graphdbg.compare: {verdict}; {len(self.graphs)} graph(s){breaks}"
+                + (f" — graphdbg report {self.run_file}" if self.run_file else
+                   " (its run file is deleted: compare(..., path='c.run') keeps one)"))
 
     @property
     def divergences(self) -> list[Finding]:
@@ -61,7 +121,7 @@ class CompareReport:
 
     def __repr__(self) -> str:
         return (f"<CompareReport {len(self.graphs)} graph(s), {len(self.divergences)} divergence(s), "
-                f"{len(self.graph_breaks)} graph break(s); {self.run_file}>")
+                f"{len(self.graph_breaks)} graph break(s); {self.run_file or 'run file deleted'}>")
 
     def __str__(self) -> str:
         return repr(self) + ("\n" + self._lines(self.diagnostics) if self.diagnostics else "")
@@ -69,12 +129,18 @@ class CompareReport:
 
 def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
             rtol: float | None = None, atol: float | None = None, localize: str = "auto",
-            run_file: str | None = None, **compile_kwargs: Any) -> CompareReport:
+            run_file: str | None = None, path: str | None = None,
+            **compile_kwargs: Any) -> CompareReport:
     """Compile ``fn`` with ``backend``, run it on ``inputs`` once, check every
     graph (values and, when inputs require grad, gradients) against eager.
 
         report = graphdbg.compare(model, x, backend="inductor")
         report.assert_close(); report.assert_no_graph_breaks()
+
+    ``path`` (or ``run_file``): keep the run file there (for `graphdbg tui`);
+    without it the run file is temporary and deleted before this returns.
+    ``fn`` compiled by the program before: compare's own backend makes Dynamo
+    compile it again, which is not reported as the program's recompile.
     """
     import torch
     from torch._dynamo.backends.registry import lookup_backend
@@ -89,15 +155,23 @@ def compare(fn: Callable, *inputs: Any, backend: str | Callable = "inductor",
         return inner(gm, example_inputs, **kwargs)
 
     fresh_backend.__name__ = name
-    if run_file is None:
+    run_file = run_file or path
+    temporary = run_file is None
+    if temporary:
         fd, run_file = tempfile.mkstemp(prefix="graphdbg-compare-", suffix=".run")
         os.close(fd)
     options = CaptureOptions(eager=False, compare=True, compare_first=1, rtol=rtol, atol=atol,
                              localize=localize)
-    with Session(run_file, options, argv=["<graphdbg.compare>"]):
-        compiled = torch.compile(fn, backend=fresh_backend, **compile_kwargs)
-        output = compiled(*inputs)
-    return CompareReport(run_file, output)
+    try:
+        with Session(run_file, options, argv=["<graphdbg.compare>"], own_backend=True,
+                     durable=not temporary):
+            compiled = torch.compile(fn, backend=fresh_backend, **compile_kwargs)
+            output = compiled(*inputs)
+    except BaseException:
+        if temporary:
+            _remove_run(run_file)
+        raise
+    return CompareReport(run_file, output, temporary=temporary)
 
 
 class GraphCheckReport:
@@ -230,6 +304,14 @@ class ExportReport:
     def __str__(self) -> str:
         return self.text or f"{self.call}: exported, matches eager"
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        head = (f"graphdbg.{self.call}: " + ("exported, matches eager" if self.ok else
+                f"{len(self.problems)} problem(s) — graphdbg report {self.run_file}"))
+        if self.run_file is None:   # matched, and its temporary run file is gone
+            return {"text/plain": head}
+        from .display import mimebundle
+        return mimebundle(self.run_file, head)
+
 
 def _raised(exc: BaseException) -> str:
     """A failed export no finding describes: its exception at the innermost
@@ -321,10 +403,6 @@ def check_export(model: Any, args: tuple | Any = (), kwargs: dict | None = None,
             error = exc
     report = ExportReport(path, call=call, site=site, program=program, error=error, allow=allow)
     if temporary and report.ok:
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            try:
-                os.remove(path + suffix)
-            except FileNotFoundError:
-                pass
+        _remove_run(path)
         report.run_file = None   # nothing to look at
     return report

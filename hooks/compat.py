@@ -125,6 +125,21 @@ def skip_dynamo(fn: Callable) -> Callable:
     return fn
 
 
+def compiled_graphs() -> int:
+    """How many graphs Dynamo holds compiled now (since the last
+    ``torch._dynamo.reset()``): its cached versions of each frame it
+    compiled (``convert_frame.input_codes``) whose code calls a compiled
+    graph (``__compiled_fn_N``). 0 where a torch lacks these internals."""
+    try:
+        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+        from torch._dynamo.convert_frame import input_codes
+        codes = [c for c in (ref() for ref in list(input_codes.seen)) if c is not None]
+        return sum(any(n.startswith("__compiled_fn") for n in entry.code.co_names)
+                   for code in codes for entry in _debug_get_cache_entry_list(code))
+    except Exception:   # noqa: BLE001 - a count for the report, never a failure
+        return 0
+
+
 def interned_filenames() -> dict[int, str]:
     """index -> file name of torch's structured-trace intern table
     (torch._logging.structured.INTERN_TABLE). A draft_export report's

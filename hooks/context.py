@@ -96,6 +96,11 @@ class CaptureContext:
         self.eager_paused = 0
         self.own_work_depth = 0
         self.eager_mode = None  # the session's EagerRecorder, when eager ops are recorded
+        # compiled code from before the capture ran in it (the eager recorder met it)
+        self.compiled_before_ran = False
+        # the caller compiles with a backend of its own (graphdbg.compare): the
+        # recompile a different backend callable causes is its, not the program's
+        self.own_backend = False
         self.call_listeners: list = []  # called with a graph id after each compiled call (steps)
         self.stats_queue = None  # the StatsQueue of value statistics (--values health and up)
         # where the program is (a rank's position, record/ranks.py): plain stores

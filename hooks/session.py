@@ -77,18 +77,22 @@ class Session:
     ``target`` and ``cwd`` say what ran (as the caller names it);
     ``warn`` receives the warning of a torch newer than supported (a
     RuntimeWarning without it), ``say`` the one-line notes of py-spy and
-    torch.profiler. ``durable=False``: no fsync (runs that are mostly deleted)."""
+    torch.profiler. ``durable=False``: no fsync (runs that are mostly deleted).
+    ``own_backend``: the caller compiles with a backend of its own
+    (`graphdbg.compare`), and the recompile it causes is not the program's."""
 
     def __init__(self, path: str, options: CaptureOptions | None = None, *,
                  argv: Sequence[str] | None = None, module: bool = False,
                  target: str | None = None, cwd: str | None = None, durable: bool = True,
                  warn: Callable[[str], None] | None = None,
-                 say: Callable[[str], None] = _stderr) -> None:
+                 say: Callable[[str], None] = _stderr, own_backend: bool = False) -> None:
         self.path = path
         self.options = options or CaptureOptions()
         self._what = {"argv": None if argv is None else list(argv), "module": module,
                       "target": target, "cwd": cwd}
         self._durable = durable
+        self._own_backend = own_backend
+        self._graphs_before = 0
         self._warn, self._say = warn, say
         self._writer: RunWriter | None = None
         self._ctx: CaptureContext | None = None
@@ -137,6 +141,9 @@ class Session:
             device=_device_description(), pid=os.getpid(), host=socket.gethostname(),
             **({"stance": options.stance} if options.stance else {}))
         self._ctx = ctx = CaptureContext(writer, options)
+        ctx.own_backend = self._own_backend
+        # graphs Dynamo compiled in this process before the capture (since a reset)
+        self._graphs_before = compat.compiled_graphs()
         if options.values != "none":
             ctx.stats_queue = StatsQueue(options.values)
         owner = threading.get_ident()
@@ -257,6 +264,8 @@ class Session:
             "graph_breaks": sum(counters["graph_break"].values()),
         }
         exit_status, status = self._exit
+        if ctx.compiled_before_ran:   # the report says what the capture did not see
+            self._writer.set_meta(compiled_before={"graphs": self._graphs_before})
         self._writer.close(
             torch_counters=torch_counters, counts=dict(ctx.counts),
             ops_dropped=ctx.ops_dropped, internal_errors=ctx.internal_errors,

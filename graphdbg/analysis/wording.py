@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from ..runfile.query import Graph
 
 __all__ = ["CARET_KINDS", "PHASE_LABELS", "STAGE_WORDS", "backend_label", "divergence_sentences",
-           "export_text", "graph_name", "hint_and_fixes", "model_name", "says_message", "size_name",
+           "compiled_before_text", "export_text", "graph_name", "hint_and_fixes", "model_name",
+           "says_message", "size_name",
            "specialized_lines", "specialized_text"]
 
 # findings whose line gets a caret even without its span (the whole line's code):
@@ -38,6 +39,19 @@ def hint_and_fixes(hint: str | None, fixes: list | None) -> tuple[str | None, li
     if hint and " Ways out: " in hint:
         hint = hint.split(" Ways out: ", 1)[0] + " Ways out:"
     return hint, [str(x) for x in fixes]
+
+
+def compiled_before_text(compiled_before: dict | None) -> str | None:
+    """A capture that ran code Dynamo compiled before it started (a notebook
+    cell run again): what the run lacks, and the way out."""
+    if not compiled_before:
+        return None
+    n = compiled_before.get("graphs") or 0
+    what = (f"{n} graph{'s were' if n != 1 else ' was'} compiled before this capture" if n
+            else "code compiled before this capture ran in it")
+    return (f"{what}: their breaks and recompiles are not in it, nor their ops "
+            f"(graphdbg.capture(reset=True), or %%graphdbg --reset, recompiles them under "
+            f"the capture)")
 
 
 def size_name(s: dict) -> str:

@@ -76,3 +76,18 @@ def write_html(out: str, text: str, quiet: bool = False) -> None:
     size = len(text.encode("utf-8"))
     print(f"graphdbg: wrote {out} ({size / 1024:.0f} kB), one self-contained page: "
           f"open it in a browser", file=sys.stderr)
+
+
+def plain_text(renderable, width: int = 100) -> str:
+    """``renderable`` as plain text (no colours, no trailing blanks), for a
+    notebook's text/plain output and the API results' ``str``."""
+    import io
+
+    from rich.console import Console
+    # recorded and exported without styles: a kernel's environment may force
+    # colours onto any console (FORCE_COLOR)
+    c = Console(file=io.StringIO(), width=width, record=True, highlight=False, emoji=False,
+                force_terminal=False, force_jupyter=False)
+    c.print(renderable)
+    text = c.export_text(styles=False)
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))

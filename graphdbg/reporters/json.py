@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..analysis.compiletime import cache_text
 from ..analysis.lines import compiled_by_line, compiled_lines
+from ..analysis.wording import compiled_before_text
 from ..runfile.query import Finding, Frame, Node, OpStat, Run, SampledLine, Sampling
 
 JSON_SCHEMA = "graphdbg-report/1"
@@ -56,6 +57,9 @@ def _document(run: Run, with_nodes: bool) -> dict:
         "ops_dropped": i.ops_dropped, "internal_errors": i.internal_errors,
         "pid": i.pid, "host": i.host, "profile": i.profile, "py_spy_error": i.py_spy_error,
     }
+    if i.compiled_before:   # code compiled before the capture ran in it (what it lacks)
+        info["compiled_before"] = {**i.compiled_before,
+                                   "text": compiled_before_text(i.compiled_before)}
     if i.rank is not None:   # a launcher's rank, and where it was last seen
         info["rank"] = i.rank
         info["position"] = run.position()

@@ -11,9 +11,9 @@ import glob
 import os
 
 from ..analysis.jobtext import position_lines
-from ..analysis.wording import backend_label, export_text, graph_name
+from ..analysis.wording import backend_label, compiled_before_text, export_text, graph_name
 from ..core.errors import GraphdbgError
-from ..core.format import brief, ms, short
+from ..core.format import at, brief, ms, short
 from ..runfile.query import MIN_SAMPLES, Finding, Graph, KindCount, Run
 from .json import JSON_SCHEMA, document
 from .fit import Col, FitTable
@@ -130,7 +130,10 @@ def _header(run: Run, graphs: list[Graph], full: bool) -> list:
             for line in position_lines(run.position()):
                 out.append(f"[yellow]{escape(line)}[/]")
     out.append(counts_line(graphs, run.finding_counts(), run.eager_totals()[0],
-                            state == "interrupted"))
+                           state == "interrupted"))
+    before = compiled_before_text(info.compiled_before)
+    if before:
+        out.append(f"[yellow]{escape(before)}[/]")
     sampled = eager_steps_line(info.eager_steps)
     if sampled:
         out.append(f"[dim]{escape(sampled)}[/]")
@@ -171,7 +174,7 @@ def _graphs_section(run: Run, graphs: list[Graph], findings: list[Finding], full
             *([Col("mean call", "right"), Col("eager ref", "right")] if full else [])]
     t = FitTable(cols)
     for g in shown:
-        cells = _graph_cells(g, full)
+        cells = _graph_cells(g, full, run.cell_names())
         t.add_row(*(cells[c.header] for c in cols))
     title = f"Graphs ({len(graphs)})" + (f", backend {escape(one_backend)}" if one_backend else "")
     out: list = [NewLine(), Rule(title, align="left"), t]
@@ -261,8 +264,9 @@ def _mb(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**20:.2f} MB"
 
 
-def _graph_cells(g: Graph, full: bool) -> dict[str, str]:
-    """A graph's row, by column (the short report's and --full's)."""
+def _graph_cells(g: Graph, full: bool, cells: dict[str, str]) -> dict[str, str]:
+    """A graph's row, by column (the short report's and --full's); ``cells``:
+    notebook cells' names by file (`Run.cell_names`)."""
     from rich.markup import escape
     b = g.ddp_bucket
     name = graph_name(g, with_compile_id=full)   # --full shows the compile id beside it
@@ -272,7 +276,8 @@ def _graph_cells(g: Graph, full: bool) -> dict[str, str]:
             "[dim]restarted[/]" if g.status == "restarted" else
             f"{compile_s:.2f} s" if compile_s else "-")
     return {"graph": str(g.id), "function": escape(name),
-            "where": escape(f"{brief(g.file)}:{g.line}" if g.file else "?"),
+            "where": escape(at(g.file, g.line, cells.get(g.file)) if g.file in cells else
+                            f"{brief(g.file)}:{g.line}" if g.file else "?"),
             "backend": escape(backend_label(g)), "nodes": str(g.n_nodes),
             **({"compile": (g.compile_id or "-") + (" [red]failed[/]" if g.status ==
                             "compile_error" else "")} if full else {"compile": took}),

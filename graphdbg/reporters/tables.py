@@ -92,7 +92,8 @@ def compile_time_section(times: list[CompileTime], findings: list[Finding]) -> l
     # "recompile of f() at x.py:3: scale changed ..." -> "scale changed ..." (without
     # the list of frames one change recompiled: each is a row here)
     reasons = {f.id: re.sub(r" \(\d+ compiled frames recompiled: .*\)$", "",
-                            re.sub(r"^recompile of .*? at \S+:\d+: ", "", f.message))
+                            re.sub(r"^recompile of .*? at (?:\S+:\d+|Cell In\[\d+\], line \d+): ", "",
+                                   f.message))
                for f in findings if f.kind == "recompile"}
     finding_of = recompile_findings(findings)
     for (fn, file, line), cs in by_code.items():

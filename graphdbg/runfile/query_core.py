@@ -113,7 +113,7 @@ class RunCore:
             internal_errors=m.get("internal_errors") or [], schema_version=version,
             pid=m.get("pid"), host=m.get("host"), profile=m.get("profile"),
             py_spy_error=m.get("py_spy_error"), eager_steps=m.get("eager_steps"),
-            rank=_rank(m), position=m.get("position"))
+            rank=_rank(m), position=m.get("position"), compiled_before=m.get("compiled_before"))
 
     def __repr__(self) -> str:
         return f"<graphdbg.runfile.query.Run {self.path!r}{' closed' if self._closed else ''}>"

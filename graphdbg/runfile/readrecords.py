@@ -100,6 +100,9 @@ class RunInfo:
     # where a rank was last seen (hooks/record/ranks.py): {since, call:
     # {graph_id, call_idx, running, raised}, op: {op, phase, user_frame}}
     position: dict | None = None
+    # code Dynamo compiled before the capture ran in it: {graphs: how many
+    # graphs the process had compiled when the capture started}; None: none ran
+    compiled_before: dict | None = None
 
     @property
     def versions(self) -> dict:

@@ -20,6 +20,7 @@ from graphdbg.runfile.details import CompileErrorDetail, GraphBreakDetail, Recom
 from graphdbg.core.sourcemap import Frame, code_line, original_function
 
 from ..record.ddp import DDP_HINT, FSDP_HINT, expected_break
+from ..placement.cells import cell_name
 from ..placement.guards import exception_chain
 from ..placement.internal import in_library, is_internal, is_internal_frame, wrapper_at
 from ..placement.nodes import innermost_user
@@ -122,6 +123,9 @@ class Recompiles:
         compile; the others are kept in the detail."""
         if self._pending is not None:  # (never two at once; written rather than lost)
             self._write_recompile(self._pending)
+            self._pending = None
+        if guards and guards[0].kind == "backend" and self.ctx.own_backend:
+            return   # graphdbg.compare's own backend met the program's compiled code
         if code is not None:   # the code after a graph break: its ___stackN named
             resumed = original_function(code.function)[1]
             guards = [carried(g, code.file, resumed) for g in guards]
@@ -267,7 +271,7 @@ class Recompiles:
         the recompiles that happened."""
         m = re.match(r"'(?P<name>.*)' \((?P<file>.*):(?P<line>\d+)\)$", str(func_info))
         name = m["name"] if m else str(func_info)
-        fn = f"{name}() at {os.path.basename(m['file'])}:{m['line']}" if m else name
+        fn = f"{name}() at {_where(m['file'], m['line'])}" if m else name
         code_key = f"{m['file']}:{m['line']}:{m['name']}" if m else None
         refused, self._pending = self._pending, None
         if refused is not None and refused.code is not None and code_key is not None \
@@ -355,7 +359,13 @@ class _Recompile:
 def _function_name(code: Frame) -> str:
     """`forward() at model.py:12` (a resume function: the line it resumes at)."""
     func, resumed = original_function(code.function)
-    return f"{func}() at {os.path.basename(code.file)}:{resumed or code.line}"
+    return f"{func}() at {_where(code.file, resumed or code.line)}"
+
+
+def _where(file: str, line) -> str:
+    """``model.py:12``, or a notebook cell as IPython names it (``Cell In[2], line 5``)."""
+    cell = cell_name(file)
+    return f"{cell}, line {line}" if cell else f"{os.path.basename(file)}:{line}"
 
 
 def _same_call(group: dict, p: _Recompile) -> bool:

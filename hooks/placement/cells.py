@@ -27,6 +27,17 @@ def is_cell(filename: str) -> bool:
     return bool(_CELL.search(filename or ""))
 
 
+# a cell that only runs graphdbg's cell magic, as IPython transforms it
+_MAGIC_CALL = "get_ipython().run_cell_magic('graphdbg'"
+
+
+def runs_magic(filename: str) -> bool:
+    """A cell whose code is the ``%%graphdbg`` magic's call: the magic's
+    machinery (the body is its own cell), never the user's line."""
+    lines = linecache.getlines(filename)
+    return bool(lines) and lines[0].startswith(_MAGIC_CALL)
+
+
 def cell_name(filename: str) -> str | None:
     """``Cell In[3]`` for a cell's file name, as IPython's tracebacks name it;
     None for anything else, or when the running IPython does not know it.

@@ -42,12 +42,19 @@ def _internal_prefixes() -> tuple[str, ...]:
     prefixes.add(os.path.realpath(sysconfig.get_paths()["scripts"]) + os.sep)
     prefixes.add(os.path.realpath(os.path.dirname(sys.executable)) + os.sep)
     # the ONNX exporter's toolchain (graphdbg[onnx]) is torch's side too; IPython and
-    # ipykernel run a notebook's cells, as runpy runs a script (found, not imported)
+    # ipykernel (on tornado's and zmq's event loop) run a notebook's cells, as runpy
+    # runs a script (found, not imported)
     for pkg in ("torch", "functorch", "graphdbg", "onnx", "onnxscript", "onnx_ir", "onnxruntime",
-                "IPython", "ipykernel"):
+                "IPython", "ipykernel", "tornado", "zmq", "traitlets", "jupyter_client"):
         d = _package_dir(pkg)
         if d:
             prefixes.add(d)
+    try:   # the kernel's launcher, a module of one file
+        spec = importlib.util.find_spec("ipykernel_launcher")
+        if spec is not None and spec.origin:
+            prefixes.add(os.path.realpath(spec.origin))
+    except (ImportError, ValueError):
+        pass
     return tuple(sorted(prefixes))
 
 
@@ -99,17 +106,18 @@ def is_internal(filename: str) -> bool:
     hit = _cache.get(filename)
     if hit is not None:
         return hit
+    from . import cells
     if not filename:
         result = True
+    elif cells.is_cell(filename):
+        result = cells.runs_magic(filename)   # the %%graphdbg magic's own call is not
     elif filename.startswith("<"):
         # <frozen runpy>, <string>, <eval_with_key>.N, <torch_package_...>: a
         # notebook's "<ipython-input-…>" cell (IPython < 8) is the user's
         result = is_generated(filename)
     else:
-        from . import cells
         real = os.path.realpath(filename)
-        result = not cells.is_cell(filename) and (
-            real.startswith(_INTERNAL) or is_stdlib(filename) or is_generated(filename))
+        result = real.startswith(_INTERNAL) or is_stdlib(filename) or is_generated(filename)
     _cache[filename] = result
     return result
 

@@ -18,7 +18,7 @@ import torch
 from graphdbg.core.sourcemap import Frame, original_function
 
 from . import columns
-from .internal import in_library, is_internal, is_passthrough
+from .internal import in_library, is_generated, is_internal, is_passthrough
 
 _getframe = sys._getframe
 _CALL_IMPL = torch.nn.Module._call_impl.__code__
@@ -216,6 +216,19 @@ _INIT_METHODS = {"__init__", "reset_parameters", "_reset_parameters", "_init_wei
 STEP = "step"  # StackWalker's mark: an optimizer's step, gradient clipping, zero_grad
 INIT = "init"  # StackWalker's mark: torch.nn.init, a module's __init__ or weight init
 BACKWARD = "backward"  # StackWalker's mark: torch.autograd.backward/grad before the engine runs
+COMPILED = "compiled"  # StackWalker's mark: compiled code graphdbg did not wrap (see `_is_compiled`)
+# AOTAutograd's runtime wrappers call every graph an aot backend (inductor,
+# aot_eager) compiled; a graph compiled under the capture runs with the eager
+# recorder paused, so one seen here was compiled before the capture started
+_AOT_RUNTIME = os.path.dirname(torch.__file__) + os.sep + os.path.join(
+    "_functorch", "_aot_autograd", "runtime_wrappers.py")
+
+
+def _is_compiled(file: str) -> bool:
+    """Code that runs a compiled graph: inductor's output modules (files in
+    its cache folder; FX's ``<eval_with_key>`` is a user's traced module run
+    eagerly too, so not it) and AOTAutograd's runtime wrappers."""
+    return file == _AOT_RUNTIME or (not file.startswith("<") and is_generated(file))
 
 
 def _backward_codes() -> set:
@@ -279,6 +292,8 @@ class StackWalker:
             v = INIT
         elif code in _BACKWARD_CODES:
             v = BACKWARD
+        elif _is_compiled(file):
+            v = COMPILED
         elif is_internal(file):
             v = INIT if _initialises_module(code, f) else False
         else:
@@ -295,8 +310,10 @@ class StackWalker:
         clipping or ``zero_grad`` is running the op: no user frame inside
         it), ``init`` (inside torch.nn.init or a module's ``__init__`` or
         weight-init method), ``backward`` (torch.autograd.backward or grad,
-        before its engine runs: the seed gradient), else ``forward``. The phase costs nothing more:
-        the marks are cached per code object with the rest."""
+        before its engine runs: the seed gradient), ``compiled`` (inside a
+        compiled graph's code: inductor's output module, AOTAutograd's
+        runtime; compiled work, not eager), else ``forward``. The phase costs
+        nothing more: the marks are cached per code object with the rest."""
         f = _getframe(2 + skip)
         get = self._codes.get
         frames: list[tuple[str, int, str]] = []
@@ -319,6 +336,8 @@ class StackWalker:
             elif v is BACKWARD:
                 if phase is None:
                     phase = "backward"
+            elif v is COMPILED:
+                return (), None, COMPILED   # whatever is outside it: compiled work
             elif v is True:
                 if inner is None:
                     inner = _module_of(f)

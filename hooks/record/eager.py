@@ -145,6 +145,11 @@ class EagerRecorder(TorchDispatchMode):
             # from the Dynamo-skipped dispatch outwards (internal frames are skipped)
             # forward, optimizer (step, clipping, zero_grad) or init (weight init)
             frames, inner, phase = self.walker.walk(1)
+            if phase == "compiled":
+                # a graph compiled before the capture (graphdbg's wrapper pauses
+                # this recorder around the others): its ops are compiled work
+                self.ctx.compiled_before_ran = True
+                return
             hit = self._stacks.get(frames)
             if hit is None:
                 outer_first = frames[::-1]

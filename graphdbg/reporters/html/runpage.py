@@ -6,6 +6,7 @@ compiled node by node. Every section renders records of the query layer and
 from __future__ import annotations
 
 from ...analysis.lines import LINE_COLUMNS, compiled_lines, line_cells, line_notes
+from ...analysis.wording import compiled_before_text
 from ...core.format import short
 from ...runfile.query import Run
 from ..report import counts_line, eager_steps_line, rank_line
@@ -47,6 +48,9 @@ def header_html(run: Run, graphs: list, path: str) -> str:
                 f"device {i.device or '?'}")]
     if i.rank is not None:
         out.append(f"<p>{esc(rank_line(i.rank, i.host))}</p>")
+    before = compiled_before_text(i.compiled_before)
+    if before:   # a notebook's capture after the compile: as the report says it
+        out.append(f'<p class="warn">{esc(before)}</p>')
     sampled = eager_steps_line(i.eager_steps)
     if sampled:
         out.append(note(sampled))
