@@ -128,7 +128,7 @@ def section_capture(rows: list, args, tmp: Path) -> None:
     torch.manual_seed(0)
     rounds, reps = (3 if args.quick else 5), 3
     tiers = ("none", "health", "stats")
-    targets = {"gpt2-like": 1.3, "tiny-ops": 3.0}
+    targets = {"gpt2-like": 1.5, "tiny-ops": 3.0}   # the stats tier (issue 34: GPT-2-like <= x1.5)
     counter = iter(range(10**9))
 
     def tools():
