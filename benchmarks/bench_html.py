@@ -15,7 +15,6 @@ the 100k-node page under 1 MB and rendered within 2 s.
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -25,7 +24,6 @@ from benchlib import ROOT, Row, graphdbg_cmd, ms, progress, run_proc
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 def _render(path: Path) -> tuple[int, float]:
@@ -39,21 +37,8 @@ def _render(path: Path) -> tuple[int, float]:
 
 
 def _browser(tmp: Path):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        return None
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        return None
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1200,900",
-                 f"--user-data-dir={tmp / 'chromium'}"):
-        opts.add_argument(flag)
-    return webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    from htmlruns import browser_missing, chromium
+    return None if browser_missing() else chromium(tmp / "chromium")
 
 
 def _load(driver, html: Path) -> float:

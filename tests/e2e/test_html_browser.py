@@ -12,13 +12,12 @@ which is missing; with CI set they fail instead (.ci/run installs chromium)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import time
 
 import pytest
-from htmlruns import synthetic
+from htmlruns import browser_missing, chromium, synthetic
 
 from graphdbg.core.format import at
 from graphdbg.reporters.html import page
@@ -28,37 +27,14 @@ from conftest import group
 # one chromium for the module, on the worker that runs the showcase
 pytestmark = group("showcase")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-def _missing() -> str | None:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.path.exists(path):
-            return f"{path} is missing (apt-get install chromium chromium-driver)"
-    if importlib.util.find_spec("selenium") is None:
-        return "selenium is not installed (pip install -e '.[test]')"
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    why = _missing()
+    why = browser_missing()
     if why:
         if os.environ.get("CI"):
             pytest.fail(f"the browser test cannot run in CI: {why}")
         pytest.skip(why)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1200,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    driver = chromium(tmp_path_factory.mktemp('chromium'), console_log=True)
     driver.set_page_load_timeout(60)
     yield driver
     driver.quit()

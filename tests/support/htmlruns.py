@@ -58,3 +58,38 @@ def synthetic(path: Path, graphs: int = 2, nodes: int = 50, *, evil: bool = Fals
                      node=f"n{i % nodes}", compile_id=f"{i % graphs}/0")
     w.close(exit_status=0, status="complete", wall_s=12.0)
     return path
+
+
+# -- Debian's headless chromium, for the browser test and the benchmark -----------------
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def browser_missing() -> str | None:
+    """What keeps a headless chromium from starting here (None: nothing)."""
+    import importlib.util
+    import os
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.path.exists(path):
+            return f"{path} is missing (apt-get install chromium chromium-driver)"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium is not installed (pip install -e '.[test]')"
+    return None
+
+
+def chromium(user_data_dir: Path, console_log: bool = False):
+    """A Selenium driver of Debian's chromium through Debian's chromedriver
+    (both paths given: Selenium Manager never downloads a browser), headless,
+    with the flags that keep it off this machine's closed network."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1200,900",
+                 f"--user-data-dir={user_data_dir}"):
+        opts.add_argument(flag)
+    if console_log:
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
