@@ -104,7 +104,7 @@ class StepClock:
 
     def _compiled_call(self, graph_id: int) -> None:
         if graph_id == self._first_graph and self.kind == "compiled call":
-            self.on_step(restart=False, compiled=True)   # the steady case, per call
+            self.on_step(False, True)   # the steady case, per call: (restart, compiled)
             return
         if self._first_graph is None:
             self._first_graph = graph_id
@@ -323,9 +323,11 @@ class EagerSchedule:
                 quoted = _QUOTED[by] = json.dumps(by)
             self._held = [seq, 1, self.ctx.now(), restart, done, quoted]
         self._last_seq = seq
-        if self.always:
+        every = self.every
+        if every == 1:
             return  # every step recorded: the recorder stays as it is
-        want = recorded_step(done + 1, self.first, self.every)
+        nxt = done + 1
+        want = nxt <= self.first or (every > 0 and nxt % every == 0)   # recorded_step, inline
         if self._off and not want:
             return  # a step sat out, and so is the next
         mode = self.ctx.eager_mode
