@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from ..core.format import brief, num
 
 if TYPE_CHECKING:
+    from typing import Iterable
+
     from ..runfile.query import Graph
 
 __all__ = ["CARET_KINDS", "PHASE_LABELS", "STAGE_WORDS", "backend_label", "divergence_sentences",
@@ -96,20 +98,32 @@ def model_name(g: Graph) -> str:
     return name
 
 
-def graph_name(g: Graph, with_compile_id: bool = False) -> str:
+def graph_name(g: Graph, with_compile_id: bool = False,
+               compile_ids: Iterable[str | None] | None = None) -> str:
     """A graph's name in the graphs table: its function (`model_name`), a
     DDP bucket's place ("forward · bucket 2/3"), a recompile said plainly
     ("forward (recompile 1)": torch's "0/1", function 0's compile 1) where
-    the compile id is not shown beside it (``with_compile_id``: it is)."""
+    the compile id is not shown beside it (``with_compile_id``: it is).
+    ``compile_ids``: the run's; a compile whose function has no earlier
+    compile among them is not called a recompile (a capture that began after
+    the first compile, or `compare`'s own compile of a compiled model)."""
     name = model_name(g)
     b = g.ddp_bucket
     if b is not None:
         name += f" · bucket {b['index'] + 1}/{b['count']}"
-    elif not with_compile_id and g.compile_id and "/" in g.compile_id:
-        again = g.compile_id.rsplit("/", 1)[1]
-        if again.isdigit() and int(again) > 0:
-            name += f" (recompile {again})"
+    elif not with_compile_id:
+        fc = _frame_compile(g.compile_id)
+        if fc is not None and fc[1] > 0 and (compile_ids is None or any(
+                (o := _frame_compile(c)) is not None and o[0] == fc[0] and o[1] < fc[1]
+                for c in compile_ids)):
+            name += f" (recompile {fc[1]})"
     return name
+
+
+def _frame_compile(compile_id: str | None) -> tuple[int, int] | None:
+    """(frame, compile) of torch's compile id "0/1" ("[0/1]", "0/1_1"...)."""
+    m = re.match(r"\[?(?:!\d+/)?(\d+)/(\d+)", compile_id or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def backend_label(g: Graph) -> str:

@@ -173,8 +173,9 @@ def _graphs_section(run: Run, graphs: list[Graph], findings: list[Finding], full
             Col("calls", "right"),
             *([Col("mean call", "right"), Col("eager ref", "right")] if full else [])]
     t = FitTable(cols)
+    ids = [g.compile_id for g in graphs]
     for g in shown:
-        cells = _graph_cells(g, full, run.cell_names())
+        cells = _graph_cells(g, full, run.cell_names(), ids)
         t.add_row(*(cells[c.header] for c in cols))
     title = f"Graphs ({len(graphs)})" + (f", backend {escape(one_backend)}" if one_backend else "")
     out: list = [NewLine(), Rule(title, align="left"), t]
@@ -264,12 +265,13 @@ def _mb(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**20:.2f} MB"
 
 
-def _graph_cells(g: Graph, full: bool, cells: dict[str, str]) -> dict[str, str]:
+def _graph_cells(g: Graph, full: bool, cells: dict[str, str],
+                 compile_ids: list[str | None]) -> dict[str, str]:
     """A graph's row, by column (the short report's and --full's); ``cells``:
     notebook cells' names by file (`Run.cell_names`)."""
     from rich.markup import escape
     b = g.ddp_bucket
-    name = graph_name(g, with_compile_id=full)   # --full shows the compile id beside it
+    name = graph_name(g, full, compile_ids)   # --full shows the compile id beside it
     # a DDP bucket's and an export's own time (an export has no compile)
     compile_s = g.backend_time_s if b is not None or g.export is not None else g.compile_time_s
     took = ("[red]failed[/]" if g.status == "compile_error" else

@@ -95,6 +95,8 @@ def test_compare_on_a_compiled_model_reports_no_recompile_and_leaves_no_file(
     # the deleted file is named nowhere; its next commands name the one path= would keep
     assert "graphdbg-view-" not in bundle["text/plain"] and "path='c.run'" in bundle["text/plain"]
     assert "graphdbg tui c.run" in bundle["text/plain"]
+    # its graphs are the first compiles this run saw: not named recompiles
+    assert "(recompile" not in bundle["text/plain"] and "(recompile" not in bundle["text/html"]
     assert glob.glob(str(tmp_path / "graphdbg-*")) == []
     # path= keeps it
     kept = graphdbg.compare(net, x, backend="aot_eager", path=str(tmp_path / "kept.run"))

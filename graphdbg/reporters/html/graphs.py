@@ -33,7 +33,8 @@ def graphs_html(run: Run, graphs: list[Graph], uid: str, path: str) -> str:
                        f"{uid}-graphs")
     tui = f"graphdbg tui {short(path)}"
     shown = graphs[:GRAPHS_IN_PAGE]
-    rows = [_graph_cells(g) for g in shown]
+    ids = [g.compile_id for g in graphs]
+    rows = [_graph_cells(g, ids) for g in shown]
     out = [table(("graph", "function", "compile id", "where", "backend", "nodes", "compile",
                   "calls", "mean call", "eager ref"), rows, "graphs", numeric=(0, 5, 6, 7, 8, 9))]
     if len(shown) < len(graphs):
@@ -56,12 +57,12 @@ def graphs_html(run: Run, graphs: list[Graph], uid: str, path: str) -> str:
     return section(f"Graphs ({len(graphs)})", "".join(out), f"{uid}-graphs")
 
 
-def _graph_cells(g: Graph) -> tuple[str, ...]:
+def _graph_cells(g: Graph, compile_ids: list[str | None]) -> tuple[str, ...]:
     took = g.backend_time_s if g.ddp_bucket is not None or g.export is not None else g.compile_time_s
     compile_cell = ("failed" if g.status == "compile_error" else "restarted"
                     if g.status == "restarted" else f"{took:.2f} s" if took else "-")
     ref = "-" if not g.eager_ref_ns else ms(g.eager_ref_ns) + (" ▲" if g.compiled_slower else "")
-    return (str(g.id), graph_name(g), g.compile_id or "-",
+    return (str(g.id), graph_name(g, False, compile_ids), g.compile_id or "-",
             f"{brief(g.file)}:{g.line}" if g.file else "?", backend_label(g),
             str(g.n_nodes if g.n_nodes is not None else "-"), compile_cell, str(g.calls),
             ms(g.mean_call_ns), ref)
