@@ -121,10 +121,18 @@ def encode_graph(gm: torch.fx.GraphModule) -> list[dict]:
     return out
 
 
-def registered_backends() -> set[str]:
+def importable_backend(name: str) -> bool:
+    """Whether a fresh ``python`` can compile with backend ``name``: torch's
+    own, or one a package registers by entry point. A name the program
+    registered itself (``register_backend``) is the program's code."""
     from torch._dynamo.backends import registry
     registry._lazy_import()
-    return set(registry._BACKENDS)
+    if name not in registry._BACKENDS:
+        return False
+    if registry._BACKENDS[name] is not None:
+        return True
+    module = getattr(registry._COMPILER_FNS.get(name), "__module__", "") or ""
+    return module.startswith("torch.")
 
 
 @contextmanager
@@ -208,7 +216,7 @@ def divergence(writer, graph_id: int, gm: torch.fx.GraphModule, loc, ref, inputs
         stage = loc.stage or "user"
         if stage != "user":
             spec["backend"] = {"name": stage, "named": True}
-        elif backend in registered_backends():
+        elif importable_backend(backend):
             spec["backend"] = {"name": backend, "named": True}
         else:
             spec["backend"] = {"name": backend, "named": False}
@@ -238,7 +246,7 @@ def failure(writer, graph_id: int, gm: torch.fx.GraphModule, exc: BaseException,
         "kind": "compile_error", "graph_id": graph_id, "graph_nodes": n_nodes,
         "exception": type(inner).__name__,
         "message": (str(inner).strip().splitlines() or [""])[0],
-        "backend": {"name": backend, "named": backend in registered_backends()}}
+        "backend": {"name": backend, "named": importable_backend(backend)}}
     try:
         spec["nodes"] = encode_graph(gm)
     except NotEncodable as exc2:

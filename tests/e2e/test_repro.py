@@ -1,0 +1,134 @@
+"""`graphdbg repro`: for each divergence, compile-error and malformed-graph
+sample, a standalone script that reproduces the finding in a fresh python,
+smaller than the graph it came from; findings without a repro said in one line.
+
+The samples' runs are the golden ones (aot_eager), shared with the golden and
+compile-error tests (`runs.golden`)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import group
+
+# sample -> (finding number, the repro's kind)
+REPROS = {
+    "divergence_faulty": (1, "divergence"),
+    "demo": (1, "divergence"),
+    "compile_shape_error": (1, "compile_error"),
+    "broken_fx_pass": (2, "compile_error"),       # its compile error
+    "broken_fx_pass#1": (1, "compile_error"),     # its malformed graph: the same failure
+}
+ALLOWED_IMPORTS = {"torch", "safetensors", "math", "operator", "os", "sys"}
+
+
+def repro(*args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphdbg", "repro", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add((node.module or "").split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, marks=group(k.split("#")[0])) for k in REPROS])
+def test_sample_repro_reproduces_standalone(runs, tmp_path, key):
+    name = key.split("#")[0]
+    number, kind = REPROS[key]
+    run = runs.golden(name).run
+    out = tmp_path / "bug"
+    p = repro(run, number, "-o", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    script = out / "repro.py"
+    readme = (out / "README.md").read_text().splitlines()
+    assert len(readme) == 2 and readme[1].startswith("Run it: `python repro.py`"), readme
+    assert not (out / "attempt").exists()
+    # torch, safetensors and the standard library only; nothing unpickled
+    assert imports(script) <= ALLOWED_IMPORTS, imports(script)
+    assert "pickle" not in script.read_text() and "torch.load" not in script.read_text()
+    assert (out / "inputs.safetensors").exists() == (kind == "divergence")
+    # smaller than the graph it came from
+    m = re.search(r"(\d+) of the (?:graph's )?(\d+) nodes", readme[0])
+    assert m, readme[0]
+    small, whole = int(m[1]), int(m[2])
+    print(f"{key}: repro of {small} nodes from a graph of {whole} ({script.stat().st_size} bytes)")
+    assert small < whole
+    # reproduces in a fresh python, in under 30 s; copied elsewhere it still runs
+    t0 = time.perf_counter()
+    fresh = subprocess.run([sys.executable, "repro.py"], cwd=out, capture_output=True, text=True,
+                           timeout=60)
+    took = time.perf_counter() - t0
+    print(f"{key}: reproduced in {took:.1f} s")
+    assert fresh.returncode == 1, fresh.stdout + fresh.stderr[-2000:]
+    assert ("DIVERGES" if kind == "divergence" else "REPRODUCED") in fresh.stdout
+    if kind == "divergence":
+        for side in ("eager", "compiled", "float64"):
+            assert re.search(rf"^  {side}\s+\(", fresh.stdout, re.M), fresh.stdout
+    assert took < 30
+
+
+@group("demo")
+def test_findings_without_a_repro_say_why_in_one_line(runs, tmp_path):
+    run = runs.golden("demo").run
+    p = repro(run, 2, cwd=tmp_path)      # the graph break
+    assert p.returncode == 1
+    assert p.stderr.count("\n") == 1 and "graph_break: no repro for it" in p.stderr, p.stderr
+    p = repro(run, 3, cwd=tmp_path)      # the recompile
+    assert p.returncode == 1 and "recompile: no repro for it" in p.stderr, p.stderr
+    p = repro(run, 9, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip() == (
+        "graphdbg: no finding 9: the run has 3 (numbered as `graphdbg report` lists them, from 1)")
+    p = repro(tmp_path / "missing.run", cwd=tmp_path)
+    assert p.returncode == 2 and "no run file" in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.glob("repro-*"))
+
+
+@group("divergence_faulty")
+def test_default_folder_and_custom_backend_said(runs, tmp_path):
+    run = tmp_path / "copy.run"   # the shared run's folder stays as it is
+    shutil.copy(runs.golden("divergence_faulty").run, run)
+    p = repro(run.name, cwd=tmp_path)   # the first error, beside the run file
+    assert p.returncode == 0, p.stderr
+    said = " ".join(p.stdout.split())
+    assert "'FaultyBackend' is defined in your program and cannot be imported" in said
+    folder = tmp_path / "repro-divergence-1"
+    assert (folder / "repro.py").exists()
+    assert "FaultyBackend" in (folder / "README.md").read_text()
+
+
+def test_a_script_that_does_not_reproduce_is_kept_as_an_attempt(tmp_path):
+    """The graph compiles fine standalone: not offered, kept in attempt/, why said."""
+    from graphdbg.repro.make import make
+    from graphdbg.repro.plan import Plan
+    spec = {"kind": "compile_error", "graph_id": 1, "graph_nodes": 3,
+            "exception": "RuntimeError", "message": "boom",
+            "backend": {"name": "eager", "named": True},
+            "nodes": [{"name": "x", "op": "placeholder", "target": "x",
+                       "meta": {"shape": [2, 3], "dtype": "float32", "stride": [3, 1],
+                                "dynamic": []}},
+                      {"name": "relu", "op": "call_function", "target": "torch.relu",
+                       "args": {"tuple": [{"node": "x"}]}, "kwargs": {"dict": []}},
+                      {"name": "output", "op": "output",
+                       "args": {"tuple": [{"tuple": [{"node": "relu"}]}]}, "kwargs": {"dict": []}}]}
+    p = Plan(1, "compile_error", spec, b"", "Graph 1 fails to compile: RuntimeError: boom", None)
+    r = make(p, str(tmp_path / "x.run"), str(tmp_path / "out"))
+    assert not r.ok
+    assert "compiled without error" in r.why
+    assert (tmp_path / "out" / "attempt" / "repro.py").exists()
+    assert not (tmp_path / "out" / "repro.py").exists()
