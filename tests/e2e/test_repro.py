@@ -132,3 +132,33 @@ def test_a_script_that_does_not_reproduce_is_kept_as_an_attempt(tmp_path):
     assert "compiled without error" in r.why
     assert (tmp_path / "out" / "attempt" / "repro.py").exists()
     assert not (tmp_path / "out" / "repro.py").exists()
+
+
+@group("divergence_faulty")
+def test_tui_r_on_a_problem_writes_its_repro(runs, tmp_path):
+    """Pilot: `r` on the problems view runs `graphdbg repro RUN N` in a worker; a notice says."""
+    import asyncio
+
+    from graphdbg.tui.views.app import GraphdbgApp
+    run = tmp_path / "t.run"
+    shutil.copy(runs.golden("divergence_faulty").run, run)
+
+    async def main():
+        app = GraphdbgApp([str(run)], cursor_blink=False)
+        app.animation_level = "none"
+        async with app.run_test(size=(100, 30)) as pilot:
+            for _ in range(3):
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+            await pilot.press("1", "r")
+            for _ in range(60):
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+                if any(n.message.startswith("repro: ") for n in app._notifications):
+                    break
+            return [n.message for n in app._notifications]
+    said = asyncio.run(main())
+    assert any(s.startswith("graphdbg repro ") and s.endswith(" 1: checking it in a fresh python…")
+               for s in said), said
+    assert any(s.startswith("repro: reproduced; wrote ") for s in said), said
+    assert (tmp_path / "repro-divergence-1" / "repro.py").exists()
