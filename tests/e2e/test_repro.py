@@ -162,3 +162,51 @@ def test_tui_r_on_a_problem_writes_its_repro(runs, tmp_path):
                for s in said), said
     assert any(s.startswith("repro: reproduced; wrote ") for s in said), said
     assert (tmp_path / "repro-divergence-1" / "repro.py").exists()
+
+
+FUSED = '''
+import torch
+
+class FusedOnly:
+    """Miscompiles the add only when the sigmoid before it is in the same graph
+    (a fault of a fusion): the add alone compiles right."""
+    def __call__(self, gm, example_inputs):
+        import copy
+        from torch._dynamo.backends.registry import lookup_backend
+        graph = copy.deepcopy(gm.graph)
+        if any(n.target is torch.sigmoid for n in graph.nodes):
+            for n in graph.nodes:
+                if n.target in (torch.add, __import__("operator").add):
+                    with graph.inserting_after(n):
+                        wrong = graph.call_function(torch.mul, (n, 1.05))
+                    for u in list(n.users):
+                        if u is not wrong:
+                            u.replace_input_with(n, wrong)
+                    gm = torch.fx.GraphModule(gm, graph)
+                    break
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+def f(x, w):
+    h = torch.sigmoid(x @ w)
+    h = h + 1.0
+    h = torch.tanh(h) * 2
+    return torch.relu(h - 1).sum(0)
+
+torch.manual_seed(0)
+print(torch.compile(f, backend=FusedOnly())(torch.randn(4, 8), torch.randn(8, 8)).sum().item())
+'''
+
+
+def test_a_fused_fault_grows_the_cut_to_the_graph_up_to_the_node(runs, tmp_path):
+    (tmp_path / "fused.py").write_text(FUSED)
+    r = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "fused.run", "fused.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    p = repro("fused.run", 1, "-o", "bug", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    readme = (tmp_path / "bug" / "README.md").read_text()
+    assert "the graph up to the node (the node alone does not diverge: fusion)" in readme, readme
+    m = re.search(r"(\d+) of the graph's (\d+) nodes", readme)
+    assert int(m[1]) < int(m[2]), readme
+    fresh = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "bug",
+                           capture_output=True, text=True, timeout=60)
+    assert fresh.returncode == 1 and "DIVERGES" in fresh.stdout, fresh.stdout + fresh.stderr
