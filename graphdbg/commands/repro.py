@@ -53,14 +53,21 @@ class ReproCommand:
             out.print(f"[red]did not reproduce:[/] {_esc(r.why or '')}")
             if r.output:
                 out.print(_esc("\n".join("  " + ln for ln in r.output.splitlines()[-12:])))
-            out.print(f"the attempt is kept in {_esc(r.folder)}")
+            out.print(f"the attempt is kept in {_esc(_short(r.folder))}")
             return 1
         out.print(_esc(r.output))
         out.print(f"[green]reproduced[/] in {r.seconds:.1f} s: {_esc(p.what)}")
-        out.print(f"wrote {_esc(folder)}/ (repro.py, README.md"
+        shown = _short(folder)
+        out.print(f"wrote {_esc(shown)}/ (repro.py, README.md"
                   + (", inputs.safetensors" if p.blob else "") + ")")
-        out.print(f"run it: cd {_esc(folder)} && python repro.py")
+        out.print(f"run it: cd {_esc(shown)} && python repro.py")
         return 0
+
+
+def _short(path: str) -> str:
+    """A folder as the user would type it: relative when under the working directory."""
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else os.path.abspath(path)
 
 
 def _esc(text: str) -> str:

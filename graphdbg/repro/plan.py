@@ -99,10 +99,18 @@ def _divergence(run, number: int, f) -> Plan:
                           f"nothing reproducible stands in for it")
         note = (f"the backend {b['name']!r} is defined in your program and cannot be imported; "
                 f"the script compiles the graph it handed to {b['stand_in']!r} with {b['stand_in']!r}")
-    what = (f"Graph {spec['graph_id']}'s node {spec['node']} ({spec.get('target')}) diverges "
-            f"compiled ({b['name']}) from eager: {spec['cut']}, "
+    what = (f"Graph {spec['graph_id']}'s node {spec['node']} ({spec.get('target')}){_line(f)} "
+            f"diverges compiled ({b['name']}) from eager: {spec['cut']}, "
             f"{_count(spec['nodes'])} of the graph's {spec['graph_nodes']} nodes.")
     return Plan(number, "divergence", spec, blob, what, note)
+
+
+def _line(f) -> str:
+    """The user's line, as the report names it (the script does not import it)."""
+    if not f.file or not f.line:
+        return ""
+    import os
+    return f" at {os.path.basename(f.file)}:{f.line}" + (f" `{f.code.strip()}`" if f.code else "")
 
 
 def _count(nodes: list[dict]) -> int:

@@ -112,7 +112,7 @@ def divergence(spec: dict, what: str, source: str, tolerance: tuple[float, float
     nodes = spec["nodes"]
     backend = spec["backend"]
     parts = [HEAD.format(what=what, source=source),
-             _TOLS.format(rtol=tolerance[0], atol=tolerance[1]), "\n",
+             _TOLS.format(rtol=tolerance[0], atol=tolerance[1]), "\n\n",
              codegen.function("reference", nodes,
                               doc=f"{spec['cut']}: graph {spec['graph_id']}'s {spec['node']}, "
                                   f"eagerly (and in float64)")]
