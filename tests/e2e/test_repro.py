@@ -210,3 +210,53 @@ def test_a_fused_fault_grows_the_cut_to_the_graph_up_to_the_node(runs, tmp_path)
     fresh = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "bug",
                            capture_output=True, text=True, timeout=60)
     assert fresh.returncode == 1 and "DIVERGES" in fresh.stdout, fresh.stdout + fresh.stderr
+
+
+LLAMA = '''
+import copy
+import torch
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+
+class ScaleSilu:
+    """An injected fault: scales the first silu by 1.02, then aot_eager."""
+    def __call__(self, gm, example_inputs):
+        from torch._dynamo.backends.registry import lookup_backend
+        graph = copy.deepcopy(gm.graph)
+        for n in graph.nodes:
+            if n.op == "call_function" and n.target is F.silu:
+                with graph.inserting_after(n):
+                    wrong = graph.call_function(torch.mul, (n, 1.02))
+                for u in list(n.users):
+                    if u is not wrong:
+                        u.replace_input_with(n, wrong)
+                gm = torch.fx.GraphModule(gm, graph)
+                break
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+torch.manual_seed(0)
+cfg = LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=2, intermediate_size=64, vocab_size=100)
+model = LlamaForCausalLM(cfg).eval()
+with torch.no_grad():
+    out = torch.compile(model, backend=ScaleSilu())(input_ids=torch.randint(0, 100, (2, 8)))
+print(out.logits.sum().item())
+'''
+
+
+def test_a_transformers_model_with_an_injected_fault(runs, tmp_path):
+    pytest.importorskip("transformers")
+    (tmp_path / "llama.py").write_text(LLAMA)
+    r = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "llama.run", "llama.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    p = repro("llama.run", "-o", "bug", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    readme = (tmp_path / "bug" / "README.md").read_text()
+    assert "(torch.nn.functional.silu)" in readme and "the node alone" in readme, readme
+    m = re.search(r"(\d+) of the graph's (\d+) nodes", readme)
+    print(f"llama: repro of {m[1]} nodes from a graph of {m[2]}")
+    assert int(m[1]) * 10 < int(m[2]), readme
+    fresh = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "bug",
+                           capture_output=True, text=True, timeout=60)
+    assert fresh.returncode == 1 and "DIVERGES" in fresh.stdout, fresh.stdout + fresh.stderr
+    assert "transformers" not in (tmp_path / "bug" / "repro.py").read_text()
