@@ -144,7 +144,6 @@ def handed_graphs(seen: list):
 
     from torch._dynamo.backends import registry
     registry._lazy_import()
-    saved = dict(registry._COMPILER_FNS)
 
     def watching(name, fn):
         def handed(gm, example_inputs, **kw):
@@ -155,17 +154,16 @@ def handed_graphs(seen: list):
             return fn(gm, example_inputs, **kw)
         return handed
 
-    for name in list(registry._BACKENDS):
-        try:
-            fn = registry.lookup_backend(name)
-        except Exception:
-            continue
+    # only backends already loaded (torch's own, entry points the program used):
+    # looking the others up would import third-party packages into the program
+    wrapped = {name: fn for name, fn in registry._COMPILER_FNS.items()}
+    for name, fn in wrapped.items():
         registry._COMPILER_FNS[name] = watching(name, fn)
     try:
         yield seen
     finally:
-        registry._COMPILER_FNS.clear()
-        registry._COMPILER_FNS.update(saved)
+        for name, fn in wrapped.items():
+            registry._COMPILER_FNS[name] = fn
 
 
 def _save(tensors: dict, spec: dict) -> bytes:
@@ -226,6 +224,7 @@ def divergence(writer, graph_id: int, gm: torch.fx.GraphModule, loc, ref, inputs
                     compile_user(sub, list(sub_inputs))
             except Exception as exc:
                 spec["backend"]["why"] = f"it failed on the subgraph: {type(exc).__name__}"
+            seen = [(n, g) for n, g in seen if importable_backend(n)]
             if seen:
                 name, handed = seen[-1]
                 spec["backend"]["stand_in"] = name
