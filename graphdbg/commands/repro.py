@@ -39,8 +39,13 @@ class ReproCommand:
         from ..repro.make import default_folder, make
         from ..repro.plan import plan
         from ..runfile.query import Run
+        if os.path.isdir(args.run):
+            raise GraphdbgError(f"{args.run} is a folder: name a run file in it "
+                                f"(graphdbg report {args.run} lists its newest)", exit_code=2)
         if not os.path.isfile(args.run):
             raise GraphdbgError(f"no run file {args.run!r}", exit_code=2)
+        if args.output and os.path.exists(args.output) and not os.path.isdir(args.output):
+            raise GraphdbgError(f"-o {args.output}: a file is there, not a folder", exit_code=2)
         with Run(args.run) as run:
             p = plan(run, args.finding)
         out = console()

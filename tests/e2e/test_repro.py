@@ -96,6 +96,13 @@ def test_findings_without_a_repro_say_why_in_one_line(runs, tmp_path):
         "graphdbg: no finding 9: the run has 3 (numbered as `graphdbg report` lists them, from 1)")
     p = repro(tmp_path / "missing.run", cwd=tmp_path)
     assert p.returncode == 2 and "no run file" in p.stderr and "Traceback" not in p.stderr
+    (tmp_path / "bad.run").write_text("not a run")
+    p = repro("bad.run", cwd=tmp_path)
+    assert (p.returncode, p.stderr) == (2, "graphdbg: bad.run is not a graphdbg run file\n")
+    p = repro(tmp_path, cwd=tmp_path)
+    assert p.returncode == 2 and "is a folder: name a run file in it" in p.stderr
+    p = repro(run, 1, "-o", "bad.run", cwd=tmp_path)
+    assert p.returncode == 2 and "a file is there, not a folder" in p.stderr
     assert not list(tmp_path.glob("repro-*"))
 
 
