@@ -184,15 +184,16 @@ def compile_error(spec: dict, what: str, source: str) -> str:
     backend = spec["backend"]
     name = backend["name"] if backend.get("named") else backend.get("stand_in", "aot_eager")
     phs = [n for n in nodes if n["op"] == "placeholder"]
-    inputs = ", ".join(
-        f"make({tuple(m['shape'])!r}, {tuple(m.get('stride') or _contiguous(m['shape']))!r}, "
-        f"{m['dtype']!r})" for m in (n.get("meta") or {} for n in phs))
     if any(not n.get("meta") for n in phs):
         raise codegen.Unrenderable("an input of the graph is not a tensor of known shape")
+    inputs = ", ".join(
+        repr(m["int"]) if "int" in m else
+        f"make({tuple(m['shape'])!r}, {tuple(m.get('stride') or _contiguous(m['shape']))!r}, "
+        f"{m['dtype']!r})" for m in (n["meta"] for n in phs))
     if spec.get("mode") == "dynamo":
         graph_code = codegen.function("graph", nodes, params=spec.get("params"))
         marks = "\n".join(f"        torch._dynamo.mark_dynamic(inputs[{i}], {d})"
-                          for i, n in enumerate(phs) for d in n["meta"].get("dynamic", []))
+                          for i, n in enumerate(phs) for d in n["meta"].get("dynamic") or [])
         body = _DYNAMO_BODY.format(marks=marks or "        pass", backend=name)
     else:
         graph_code = codegen.builder("build_graph", nodes)

@@ -80,6 +80,8 @@ def encode(a: Any) -> Any:
 
 def _meta(node: torch.fx.Node) -> dict | None:
     v = node.meta.get("example_value", node.meta.get("val"))
+    if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
+        return {"int": _hint(v)}   # a size passed as an input (dynamic shapes)
     if not isinstance(v, torch.Tensor):
         return None
     dyn = [i for i, s in enumerate(v.shape) if not isinstance(s, int)]

@@ -267,3 +267,35 @@ def test_a_transformers_model_with_an_injected_fault(runs, tmp_path):
                            capture_output=True, text=True, timeout=60)
     assert fresh.returncode == 1 and "DIVERGES" in fresh.stdout, fresh.stdout + fresh.stderr
     assert "transformers" not in (tmp_path / "bug" / "repro.py").read_text()
+
+
+WRONG_OP = '''
+import torch
+
+def bad_backend(gm, example_inputs):
+    from torch._dynamo.backends.registry import lookup_backend
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.relu:
+            n.target = torch.ops.aten.mm.default   # a pass that picks the wrong op
+    gm.recompile()
+    return lookup_backend("aot_eager")(gm, example_inputs)
+
+def f(x):
+    return torch.relu(x).sum(0)
+
+x = torch.randn(6, 4)
+torch._dynamo.mark_dynamic(x, 0)   # a size input (s0) in the graph
+torch.compile(f, backend=bad_backend)(x)
+'''
+
+
+def test_a_pass_that_breaks_an_op_with_dynamic_sizes(runs, tmp_path):
+    (tmp_path / "wrong_op.py").write_text(WRONG_OP)
+    r = runs.spawn("-m", "graphdbg", "run", "-q", "-o", "w.run", "wrong_op.py", cwd=tmp_path)
+    assert r.returncode == 1
+    p = repro("w.run", "-o", "bug", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "raised RuntimeError: aten::mm() is missing value for argument 'mat2'" in p.stdout
+    readme = (tmp_path / "bug" / "README.md").read_text()
+    m = re.search(r"(\d+) of the (\d+) nodes", readme)
+    assert int(m[1]) < int(m[2]), readme
