@@ -108,7 +108,7 @@ def test_findings_without_a_repro_say_why_in_one_line(runs, tmp_path):
 
 @group("divergence_faulty")
 def test_default_folder_and_custom_backend_said(runs, tmp_path):
-    run = tmp_path / "copy.run"   # the shared run's folder stays as it is
+    run = tmp_path / "divergence_faulty.run"   # a copy: the shared run's folder stays as it is
     shutil.copy(runs.golden("divergence_faulty").run, run)
     p = repro(run.name, cwd=tmp_path)   # the first error, beside the run file
     assert p.returncode == 0, p.stderr
@@ -117,6 +117,9 @@ def test_default_folder_and_custom_backend_said(runs, tmp_path):
     folder = tmp_path / "repro-divergence-1"
     assert (folder / "repro.py").exists()
     assert "FaultyBackend" in (folder / "README.md").read_text()
+    # the README's "Reproducing a finding" shows this very script
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert (folder / "repro.py").read_text().rstrip() in readme
 
 
 def test_a_script_that_does_not_reproduce_is_kept_as_an_attempt(tmp_path):
