@@ -79,7 +79,23 @@ def _kept(run, owner: str) -> bytes | None:
     return kept[-1].data if kept else None
 
 
+_NOT_A_BUG = {
+    "precision": "a precision difference (compiled is as close to float64 as eager is): "
+                 "rounding, not a bug a script would show",
+    "random": "different random draws compiled and eager: by design, not a bug",
+    "aliasing": "an output aliases an input in one mode only: it is about memory, which a "
+                "value script does not show",
+}
+
+
 def _divergence(run, number: int, f) -> Plan:
+    detail = f.detail
+    why = _NOT_A_BUG.get(getattr(detail, "classification", None) or "")
+    if why:
+        raise Refused(f"finding {number} is {why}: no repro for it")
+    if getattr(detail, "direction", None) == "backward":
+        raise Refused(f"finding {number} is a divergence of gradients (the backward): "
+                      f"graphdbg records repros of forward values only, for now")
     blob = _kept(run, f"repro:divergence:{f.graph_id}:{f.node}")
     if blob is None:
         raise Refused(f"finding {number} (divergence at {f.node}) has no recorded repro: the run "

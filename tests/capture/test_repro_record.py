@@ -82,3 +82,18 @@ def test_a_subgraph_that_agrees_standalone_is_not_offered(tmp_path):
     assert "agrees: compiled matches eager" in r.output
     assert (tmp_path / "out" / "attempt" / "inputs.safetensors").exists()
     assert not (tmp_path / "out" / "repro.py").exists()
+
+
+@pytest.mark.parametrize("classification,said", [
+    ("precision", "is a precision difference"), ("random", "different random draws")])
+def test_a_divergence_that_is_no_bug_has_no_repro(classification, said):
+    f = SimpleNamespace(graph_id=1, node="n", detail=SimpleNamespace(classification=classification))
+    with pytest.raises(Refused, match=said):
+        _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
+
+
+def test_a_gradient_divergence_says_it_is_not_recorded_yet():
+    f = SimpleNamespace(graph_id=1, node="n", detail=SimpleNamespace(
+        classification="miscompile", direction="backward"))
+    with pytest.raises(Refused, match="gradients .* forward values only"):
+        _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
