@@ -50,7 +50,7 @@ def test_inputs_over_the_budget_are_not_kept_and_the_repro_is_refused_with_the_s
     assert row.owner == "repro:divergence:3:tanh"
     assert len(row.safetensors) < 4096            # the spec only, no values
     assert "over the 4 MB that graphdbg keeps for a repro at check time" in spec["refused"]
-    f = SimpleNamespace(graph_id=3, node="tanh")
+    f = SimpleNamespace(graph_id=3, node="tanh", detail=None)
     run = SimpleNamespace(tensors=lambda owner: [SimpleNamespace(data=row.safetensors)])
     with pytest.raises(Refused, match=r"cannot be reproduced standalone: its inputs are 4\.0 MB"):
         _divergence(run, 1, f)
