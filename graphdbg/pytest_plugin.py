@@ -287,7 +287,7 @@ def _read(item: pytest.Item, call: pytest.CallInfo, test: _Test, report) -> None
 def _judge(item: pytest.Item, call: pytest.CallInfo, test: _Test,
            report: pytest.TestReport) -> None:
     from .core.format import short
-    from .testing import counts_of, failure_text, finding_text, violations
+    from .testing import counts_of, failure_text, finding_text, repro_line, violations
     rec = test.rec
     limits = item.stash.get(_LIMITS, None)
     with rec.run() as run:
@@ -307,7 +307,8 @@ def _judge(item: pytest.Item, call: pytest.CallInfo, test: _Test,
     if findings and not over and not listed:
         # a test that fails (or passes) on its own keeps its outcome and its
         # traceback; what was found goes into a section of its report
-        lines = [ln for f in findings for ln in finding_text(f)]
+        lines = [ln for i, f in enumerate(findings) for ln in finding_text(f) + (
+            repro_line(f, rec.path, i + 1) if report.failed else [])]
         if report.failed:
             lines += [f"run saved: {short(rec.path)}", f"open it:   graphdbg tui {short(rec.path)}"]
         report.sections.append(("graphdbg findings", "\n".join(lines)))

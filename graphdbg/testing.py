@@ -360,16 +360,39 @@ def finding_text(f: Finding) -> list[str]:
     return out
 
 
+REPRO_KINDS = ("divergence", "compile_error", "malformed_graph")  # graphdbg repro's
+
+
+def repro_line(f: Finding, run_path: str | None, number: int | None) -> list[str]:
+    """`repro: graphdbg repro RUN N` for a finding `graphdbg repro` makes a script of."""
+    if f.kind not in REPRO_KINDS or not run_path or number is None:
+        return []
+    return [f"  repro: graphdbg repro {short(run_path)} {number}"]
+
+
+def finding_numbers(run_path: str | None) -> dict[int, int]:
+    """Each finding's number as `graphdbg report` (and `graphdbg repro`) counts them."""
+    if not run_path or not os.path.exists(run_path):
+        return {}
+    try:
+        with Run(run_path) as run:
+            return {f.id: i + 1 for i, f in enumerate(run.findings())}
+    except Exception:
+        return {}
+
+
 def failure_text(head: str, found: Sequence[Violation], run_path: str | None) -> str:
     lines = [head]
     shown: set[int] = set()
+    numbers = finding_numbers(run_path) if any(
+        f.kind in REPRO_KINDS for v in found for f in v.findings) else {}
     for v in found:
         lines.append(f"- {v}")
         for f in v.findings:
             if f.id in shown:
                 continue
             shown.add(f.id)
-            lines += ["    " + ln for ln in finding_text(f)]
+            lines += ["    " + ln for ln in finding_text(f) + repro_line(f, run_path, numbers.get(f.id))]
     if run_path:
         lines += [f"run saved: {short(run_path)}",
                   f"open it:   graphdbg tui {short(run_path)}"]

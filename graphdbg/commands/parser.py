@@ -19,6 +19,7 @@ examples:
   graphdbg run -o eager.run --stance force_eager train.py
   graphdbg run -o compiled.run train.py
   graphdbg diff eager.run compiled.run   # where eager and compiled part ways
+  graphdbg repro compiled.run 1          # finding 1 as a standalone script
   pytest --graphdbg                      # the pytest plugin: record every test
 
 `graphdbg COMMAND --help` lists a command's options."""
@@ -26,6 +27,10 @@ examples:
 
 def nearest(word: str, known) -> str | None:
     """The known name closest to a mistyped one, if any is close."""
+    # two letters swapped (`reprot`) is report, though `repro` shares more letters in order
+    swapped = [k for k in known if len(k) == len(word) and sorted(k) == sorted(word)]
+    if swapped:
+        return swapped[0]
     found = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
     return found[0] if found else None
 

@@ -49,7 +49,7 @@ from .nodevalues import node_value_rows, value_summary
 from .numerics import Tolerance, ValueDiff, finding, worst
 from .subgraphs import (aliased_input, clone_inputs, flat, mark_random,
                         mutates_inputs, output_names, preserved_rng, rng_state, set_rng)
-from . import verdicts
+from . import reprorecord, verdicts
 
 
 def _weak(obj: Any) -> Callable[[], Any]:
@@ -226,6 +226,8 @@ class DivergenceChecker:
             # the first checked call, or the call whose divergence was localised
             self.values_localized = True
             self._node_values(call_idx, ref, judge, compiled, eager, judged, loc)
+        if loc.node is not None and not said:
+            self._record_repro(loc, ref, inputs)
         loc.values = loc.replayed = None  # not kept past this point
         if loc.random is not None:
             loc.random.compiles, loc.random.by_stage = loc.compiles, dict(loc.by_stage)
@@ -235,6 +237,16 @@ class DivergenceChecker:
                          consumed=consumed if isinstance(consumed, torch.fx.Node) else None)
             if loc.node is not None and loc.diff is not None and loc.diff.max_abs == float("inf"):
                 self._compiled_nonfinite(loc.node, call_idx, compiled, args)
+
+    def _record_repro(self, loc: Localization, ref: Any, inputs: list) -> None:
+        """What `graphdbg repro` needs (`reprorecord`), once per divergence."""
+        try:
+            with self.ctx.own_work():
+                reprorecord.divergence(self.ctx.writer, self.graph_id, self.gm, loc, ref,
+                                       list(inputs), self.localizer.backend,
+                                       self.localizer.compile_user)
+        except Exception as exc:
+            self.ctx.internal_error("repro recorder", exc)
 
     def _time_nodes(self, times_ns: dict[str, int]) -> None:
         """Keep each node's fastest time; written after the last of the

@@ -41,7 +41,7 @@ from graphdbg.runfile.writer import dumps
 
 from . import ddp, tensorstats
 from .. import compat
-from ..check import lint
+from ..check import lint, reprorecord
 from ..context import CaptureContext
 from ..check.divergence import DivergenceChecker
 from ..findings.writer import Findings
@@ -365,6 +365,11 @@ class BackendRecorder:
                     self.findings.backend_failure(graph_id, wrapper, exc, check, gm)
                 except Exception as inner:
                     ctx.internal_error("compile-error mapper", inner)
+                try:  # what `graphdbg repro` needs: the graph as the backend had it
+                    reprorecord.failure(ctx.writer, graph_id, gm, exc, graph.backend or "",
+                                        len(gm.graph.nodes))
+                except Exception as inner:
+                    ctx.internal_error("repro recorder", inner)
             raise
         graph.backend_time_s = time.perf_counter() - t0
         ctx.writer.put_graph(graph_id, status="compiled", backend_time_s=graph.backend_time_s)

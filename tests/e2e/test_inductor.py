@@ -170,3 +170,19 @@ def test_faulty_inductor_backend_is_localized(runs):
     # called once: its kernels' time is a cold first call, no verdict against eager
     lines = doc["compiled_lines"]
     assert lines and all(not c["steady"] and c["compiled_slower"] is None for c in lines)
+
+
+def test_the_faulty_inductor_divergence_has_a_repro_compiled_by_inductor(runs, tmp_path):
+    """graphdbg repro on the inductor run: FaultyBackend cannot be imported, so the
+    script compiles the graph it handed to inductor with inductor, and reproduces."""
+    import subprocess
+    import sys
+    run = runs.graphdbg("divergence_faulty").ok().run
+    p = subprocess.run([sys.executable, "-m", "graphdbg", "repro", str(run), "-o", "bug"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    said = " ".join(p.stdout.split())
+    assert "the script compiles the graph it handed to 'inductor' with 'inductor'" in said, said
+    script = (tmp_path / "bug" / "repro.py").read_text()
+    assert "torch.compile(handed, backend='inductor', fullgraph=True)" in script
+    assert "DIVERGES" in p.stdout

@@ -454,6 +454,8 @@ def test_the_marker_limits_recompiles_graphs_and_numerics(main_run):
                      r"eager [\de.-]+, compiled [\de.-]+ \(compiled is further from float64\)",
                      text), text
     assert "went over @pytest.mark.graphdbg(rtol=0.1)" in _section(out, "test_marker_rtol_too_tight")
+    # the finding has a repro kind: the command that writes its script, numbered as the report's
+    assert re.search(r"^ +repro: graphdbg repro \S+\.run 1$", text, re.M), text
 
 
 @shared_run

@@ -78,8 +78,9 @@ def test_help_ends_with_examples_that_run(workdir):
     examples = text.split("\nexamples:\n")[1]
     lines = [ln.strip() for ln in examples.splitlines() if ln.startswith("  ")]
     commands = [shlex.split(ln, comments=True) for ln in lines]
-    # a script, a report, the terminal UI, a diff of two runs, the pytest plugin
-    assert {c[1] for c in commands if c[0] == "graphdbg"} == {"run", "report", "tui", "diff"}
+    # a script, a report, the terminal UI, a diff of two runs, a repro, the pytest plugin
+    assert {c[1] for c in commands if c[0] == "graphdbg"} == {"run", "report", "tui", "diff",
+                                                               "repro"}
     assert ["pytest", "--graphdbg"] in commands
     assert "--graphdbg" in {f.name for _, _, f in flags(PluginOptions)}
     # each graphdbg line parses as the CLI parses it (the program's own

@@ -22,7 +22,7 @@ def test_help_lists_commands_and_run_options():
                          text=True, env=ENV, check=True).stdout
     # the commands listed one a line under COMMAND, each with its help text
     listed = re.findall(r"^ {4}(\w+) {2,}\S", out, re.M)
-    assert set(listed) == {"run", "report", "diff", "tui", "explain"}, out
+    assert set(listed) == {"run", "report", "diff", "tui", "explain", "repro"}, out
     out = subprocess.run([sys.executable, "-m", "graphdbg", "run", "--help"],
                          capture_output=True, text=True, env=ENV, check=True).stdout
     for opt in ("--output", "--values", "--quiet", "-m MODULE", "--no-eager", "--max-ops"):

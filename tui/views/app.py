@@ -18,6 +18,7 @@ header), [ ] other source file, ? help, ctrl+p command palette, q quit.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Any, ClassVar
 
@@ -52,6 +53,7 @@ class GraphdbgApp(App):
         Binding("N", "next_problem(False)", "Prev problem", show=False),
         Binding("s", "source", "Source"),
         Binding("d", "diff", "Diff"),
+        Binding("r", "repro", "Repro", show=False),
         Binding("slash", "find", "Find"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -297,6 +299,48 @@ class GraphdbgApp(App):
         if isinstance(self.screen, NodesScreen):
             return self.screen.graph.id
         return self.graph_list[0].id if len(self.graph_list) == 1 else None
+
+    REPRO_KINDS: ClassVar[tuple[str, ...]] = ("divergence", "compile_error", "malformed_graph")
+
+    def action_repro(self) -> None:
+        """`r` on a problem: `graphdbg repro RUN N` in a worker (a fresh
+        process: the same command, checked the same way); its verdict as a notice."""
+        item = self.current_item()
+        if not isinstance(item, Finding):
+            self.notify("select a problem first (r writes its repro)", timeout=3)
+            return
+        if item.kind not in self.REPRO_KINDS:
+            self.notify(f"no repro for a {item.kind}: graphdbg repro makes scripts of divergences, "
+                        f"compile errors and malformed graphs", severity="warning", timeout=4)
+            return
+        run = self.current_run()
+        ids = [f.id for f in self.runs[run].findings()]
+        if item.id not in ids:
+            return
+        number = ids.index(item.id) + 1
+        self.notify(f"graphdbg repro {self.paths[run]} {number}: checking it in a fresh python…",
+                    timeout=4)
+        self.make_repro(self.paths[run], number)
+
+    @work(thread=True, group="repro")
+    def make_repro(self, path: str, number: int) -> None:
+        import subprocess
+        import sys
+        try:
+            done = subprocess.run([sys.executable, "-m", "graphdbg", "repro", path, str(number)],
+                                  capture_output=True, text=True, timeout=300)
+        except Exception as exc:  # noqa: BLE001 - said, the UI goes on
+            self.call_from_thread(self.notify, f"repro: {exc}", severity="error", timeout=6)
+            return
+        said = " ".join((done.stdout + done.stderr).split())
+        if done.returncode == 0:
+            m = re.search(r"wrote (\S+)/", said)
+            where = m.group(1) if m else "the repro folder"
+            self.call_from_thread(self.notify, f"repro: reproduced; wrote {where}", timeout=8)
+        else:
+            m = re.search(r"(did not reproduce: .*|graphdbg: .*)", said)
+            self.call_from_thread(self.notify, f"repro: {m.group(1) if m else said}"[:400],
+                                  severity="warning", timeout=10)
 
     def action_diff(self) -> None:
         """`d`: the diff view (another module, issue 10 §3): eager against

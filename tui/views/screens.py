@@ -40,6 +40,8 @@ HELP = """\
              runs aligned); in the diff:
              [b]f[/b] differing rows only, [b]g[/b] first divergent node,
              [b]n[/b] / [b]N[/b] next / previous differing row, [b]c[/b] next recorded call
+  [b]r[/b]          on a problem: graphdbg repro, a standalone script that
+             reproduces it, checked in a fresh python (a notice says)
   [b]/[/b]          find in the current table (Enter: next match, Esc: close)
   [b]<[/b] [b]>[/b] [b]r[/b]      graphs, nodes: sort by previous / next column, reverse
              (or click a column header; again to reverse)

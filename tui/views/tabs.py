@@ -145,9 +145,13 @@ class MainScreen(FindMixin, Screen):
             self.show_graphs()
 
     def action_reverse(self) -> None:
-        if self.query_one(TabbedContent).active == "graphs":
+        """`r`: in graphs, reverse the sort; on a problem, write its repro."""
+        active = self.query_one(TabbedContent).active
+        if active == "graphs":
             self.app.graph_sort.reverse()
             self.show_graphs()
+        elif active == "problems":
+            self.app.action_repro()
 
     @on(DataTable.HeaderSelected, "#graphs-table")
     def _graph_header(self, event: DataTable.HeaderSelected) -> None:

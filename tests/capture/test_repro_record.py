@@ -1,0 +1,99 @@
+"""What the check records for `graphdbg repro` (hooks/check/reprorecord.py), in
+process: the budget for recorded values, what cannot be encoded, and a named
+backend whose subgraph does not diverge standalone (refused, attempt kept)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.fx
+from safetensors.torch import save
+
+from graphdbg.hooks.check import reprorecord
+from graphdbg.repro.make import make
+from graphdbg.repro.plan import Plan, Refused, _divergence, spec_of
+
+
+class Rows:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, row):
+        self.rows.append(row)
+
+
+def _graph(n: int):
+    def f(x):
+        return torch.tanh(x) * 2
+    gm = torch.fx.symbolic_trace(f)
+    x = torch.randn(n)
+    values = {"x": x, "tanh": torch.tanh(x)}
+    return gm, x, values
+
+
+def _record(gm, x, values, backend="aot_eager"):
+    loc = SimpleNamespace(node="tanh", target="torch.tanh", stage="user",
+                          isolated={"decided": True, "diverges": True})
+    ref = SimpleNamespace(values=values, seen={})
+    rows = Rows()
+    reprorecord.divergence(rows, 3, gm, loc, ref, [x], backend, None)
+    (row,) = rows.rows
+    return row, spec_of(row.safetensors)
+
+
+def test_inputs_over_the_budget_are_not_kept_and_the_repro_is_refused_with_the_size():
+    gm, x, values = _graph(reprorecord.BUDGET_BYTES // 4 + 1)   # float32: just over 4 MB
+    row, spec = _record(gm, x, values)
+    assert row.owner == "repro:divergence:3:tanh"
+    assert len(row.safetensors) < 4096            # the spec only, no values
+    assert "over the 4 MB that graphdbg keeps for a repro at check time" in spec["refused"]
+    f = SimpleNamespace(graph_id=3, node="tanh", detail=None)
+    run = SimpleNamespace(tensors=lambda owner: [SimpleNamespace(data=row.safetensors)])
+    with pytest.raises(Refused, match=r"cannot be reproduced standalone: its inputs are 4\.0 MB"):
+        _divergence(run, 1, f)
+
+
+def test_a_small_cut_keeps_its_inputs_and_a_named_backend():
+    gm, x, values = _graph(16)
+    row, spec = _record(gm, x, values)
+    assert spec["backend"] == {"name": "aot_eager", "named": True}
+    assert [n["op"] for n in spec["nodes"]] == ["placeholder", "call_function", "output"]
+    assert spec["nodes"][1]["target"] == "torch.tanh" and spec["input_bytes"] == 64
+
+
+def test_an_op_the_program_registered_cannot_be_encoded():
+    with pytest.raises(reprorecord.NotEncodable, match="defined outside torch"):
+        reprorecord.qualname(lambda x: x)
+    assert reprorecord.qualname(torch.ops.aten.add.Tensor) == "torch.ops.aten.add.Tensor"
+    assert reprorecord.qualname(__import__("operator").add) == "operator.add"
+
+
+def test_a_subgraph_that_agrees_standalone_is_not_offered(tmp_path):
+    """Recorded as diverging, but compiled by name it matches eager: refused, kept."""
+    gm, x, values = _graph(16)
+    _, spec = _record(gm, x, values)
+    blob = save({"x": x.contiguous()}, metadata={"graphdbg_repro": json.dumps(spec)})
+    p = Plan(1, "divergence", spec, blob, "Graph 3's node tanh diverges (test).", None)
+    r = make(p, str(tmp_path / "t.run"), str(tmp_path / "out"))
+    assert not r.ok and "compiled matches eager" in r.why, r
+    assert "agrees: compiled matches eager" in r.output
+    assert (tmp_path / "out" / "attempt" / "inputs.safetensors").exists()
+    assert not (tmp_path / "out" / "repro.py").exists()
+
+
+@pytest.mark.parametrize("classification,said", [
+    ("precision", "is a precision difference"), ("random", "different random draws")])
+def test_a_divergence_that_is_no_bug_has_no_repro(classification, said):
+    f = SimpleNamespace(graph_id=1, node="n", detail=SimpleNamespace(classification=classification))
+    with pytest.raises(Refused, match=said):
+        _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
+
+
+def test_a_gradient_divergence_says_it_is_not_recorded_yet():
+    f = SimpleNamespace(graph_id=1, node="n", detail=SimpleNamespace(
+        classification="miscompile", direction="backward"))
+    with pytest.raises(Refused, match="gradients .* forward values only"):
+        _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
