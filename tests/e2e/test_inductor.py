@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from warm_forkserver import InductorRuns
 
-from conftest import SAMPLES, group, markers, query, report_doc, report_text
+from conftest import SAMPLES, graphdbg, group, markers, query, report_doc, report_text
 
 pytestmark = [pytest.mark.inductor, group("inductor")]
 
@@ -175,11 +175,8 @@ def test_faulty_inductor_backend_is_localized(runs):
 def test_the_faulty_inductor_divergence_has_a_repro_compiled_by_inductor(runs, tmp_path):
     """graphdbg repro on the inductor run: FaultyBackend cannot be imported, so the
     script compiles the graph it handed to inductor with inductor, and reproduces."""
-    import subprocess
-    import sys
     run = runs.graphdbg("divergence_faulty").ok().run
-    p = subprocess.run([sys.executable, "-m", "graphdbg", "repro", str(run), "-o", "bug"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    p = graphdbg("repro", run, "-o", "bug", cwd=tmp_path, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     said = " ".join(p.stdout.split())
     assert "the script compiles the graph it handed to 'inductor' with 'inductor'" in said, said
