@@ -224,9 +224,8 @@ def test_a_fused_fault_grows_the_cut_to_the_graph_up_to_the_node(runs, tmp_path)
     assert "the graph up to the node (the node alone does not diverge: fusion)" in readme, readme
     m = re.search(r"(\d+) of the graph's (\d+) nodes", readme)
     assert int(m[1]) < int(m[2]), readme
-    fresh = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "bug",
-                           capture_output=True, text=True, timeout=60)
-    assert fresh.returncode == 1 and "DIVERGES" in fresh.stdout, fresh.stdout + fresh.stderr
+    # graphdbg ran it in a fresh python before offering it, and printed what it printed
+    assert re.search(r"^reproduced in", p.stdout, re.M) and "DIVERGES" in p.stdout, p.stdout
 
 
 LLAMA = '''
@@ -273,9 +272,8 @@ def test_a_transformers_model_with_an_injected_fault(runs, tmp_path):
     m = re.search(r"(\d+) of the graph's (\d+) nodes", readme)
     print(f"llama: repro of {m[1]} nodes from a graph of {m[2]}")
     assert int(m[1]) * 10 < int(m[2]), readme
-    fresh = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "bug",
-                           capture_output=True, text=True, timeout=60)
-    assert fresh.returncode == 1 and "DIVERGES" in fresh.stdout, fresh.stdout + fresh.stderr
+    # graphdbg ran it in a fresh python before offering it, and printed what it printed
+    assert re.search(r"^reproduced in", p.stdout, re.M) and "DIVERGES" in p.stdout, p.stdout
     assert "transformers" not in (tmp_path / "bug" / "repro.py").read_text()
 
 
