@@ -262,6 +262,7 @@ class EagerSchedule:
         self._off = False        # the recorder is off for this step
         self._popped = False     # ...by popping it (else by the pause count)
         self._waiting = False    # to be pushed when torch.compile's wrapper returns
+        self._pop_waiting = False  # to be popped when torch.compile's wrapper returns
         self._clock = StepClock(ctx, self._next_step)
         self._held: list | None = None   # the step event not yet written (`_write_held`)
         self._last_seq = 0               # the seq the last step's end took
@@ -364,7 +365,30 @@ class EagerSchedule:
                 self._popped = True
             else:
                 ctx.eager_paused += 1
+                if compiled and not final:
+                    # a step of a compiled loop ends inside the call: muted
+                    # for the rest of it, then off the stack (a muted recorder
+                    # still costs a Python call per op of every call after)
+                    self._pop_later()
             self._off = True
+
+    def _pop_later(self) -> None:
+        """Take the muted recorder off the stack as torch.compile's outermost
+        wrapper returns (`_push_later`'s twin), if it is still off, muted by
+        this schedule alone and on top then; else it stays muted."""
+        if self._pop_waiting:
+            return
+
+        def pop() -> None:
+            self._pop_waiting = False
+            ctx = self.ctx
+            if (self._off and not self._popped and ctx.eager_mode is not None
+                    and ctx.eager_paused == 1 and _get_current_dispatch_mode() is ctx.eager_mode):
+                _pop_mode()
+                ctx.eager_paused = 0
+                self._popped = True
+
+        self._pop_waiting = when_returns(_is_compile_wrapper, pop, compat.skip_dynamo)
 
     def _push_later(self) -> None:
         """The recorder was taken off by module steps and is wanted on inside

@@ -121,6 +121,7 @@ def test_steps_of_a_compiled_loop_mute_the_recorder_inside_the_compiled_call(
         monkeypatch.setattr(steps, "_in_compiled_call", lambda: False)
     f = torch.compile(lambda t: t.sin() + 1, backend="eager")
     x = torch.randn(4)
+    stacks = []
     with graphdbg.capture(str(tmp_path / "c.run"), eager_steps=(2, 0)):
         for _ in range(4):
             y = f(x)
@@ -128,7 +129,11 @@ def test_steps_of_a_compiled_loop_mute_the_recorder_inside_the_compiled_call(
             # left the Python key on with an empty stack: a crash waiting for an op)
             assert torch._C._dispatch_tls_is_dispatch_key_included(
                 torch._C.DispatchKey.Python) == bool(_get_current_dispatch_mode_stack())
+            stacks.append(len(_get_current_dispatch_mode_stack()))
             z = (y * 2).sum()  # the program's eager op after each step
+    # once the steps are sat out, the recorder leaves the stack as the call returns
+    # (muted, it would still be a Python call per op of the program's)
+    assert stacks == [1, 0, 0, 0], stacks
     assert z.item() == pytest.approx(((x.sin() + 1) * 2).sum().item())
     assert _get_current_dispatch_mode_stack() == []
     muls = query(tmp_path / "c.run", "SELECT count(*) AS n FROM ops WHERE op = 'aten.mul.Tensor'")
