@@ -67,7 +67,7 @@ def main():
     args = [{args}]
     with torch.no_grad():
         eager = reference(*args)[0]
-        compiled = torch.compile({compiled_fn}, backend={backend!r}, fullgraph=True)(*args)[0]
+        compiled = torch.compile({compiled_fn}, backend={backend!r}{options}, fullgraph=True)(*args)[0]
         fp64 = reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
                            else a for a in args])[0]
     print({title!r})
@@ -127,7 +127,8 @@ def divergence(spec: dict, what: str, source: str, tolerance: tuple[float, float
     args = ", ".join(_input_expr(n, scalars) for n in nodes if n["op"] == "placeholder")
     title = (f"graph {spec['graph_id']}, node {spec['node']} ({spec.get('target')}): "
              f"eager, compiled ({name}), float64")
-    parts.append(_DIV_MAIN.format(args=args, compiled_fn=compiled_fn, backend=name, title=title))
+    parts.append(_DIV_MAIN.format(args=args, compiled_fn=compiled_fn, backend=name, title=title,
+                                  options=_options_arg(backend)))
     return "".join(parts)
 
 
@@ -175,8 +176,23 @@ _BACKEND_BODY = '''        from torch._dynamo.backends.registry import lookup_ba
         compiled = lookup_backend({backend!r})(gm, list(inputs))
         compiled(*inputs)'''
 
+# the same under the program's torch.compile mode/options (inductor's config)
+_BACKEND_BODY_OPTIONS = '''        from torch._dynamo.backends.registry import lookup_backend
+        import torch._inductor.config
+        gm = torch.fx.GraphModule(torch.nn.Module(), build_graph())
+        with torch._inductor.config.patch({opts!r}):
+            compiled = lookup_backend({backend!r})(gm, list(inputs))
+            compiled(*inputs)'''
+
 _DYNAMO_BODY = '''{marks}
-        torch.compile(graph, backend={backend!r}, fullgraph=True)(*inputs)'''
+        torch.compile(graph, backend={backend!r}{options}, fullgraph=True)(*inputs)'''
+
+
+def _options_arg(backend: dict) -> str:
+    """``, options={...}``: the program's torch.compile mode/options, where the
+    backend compiled with is the program's own (not a stand-in)."""
+    opts = backend.get("options") if backend.get("named") else None
+    return f", options={opts!r}" if opts else ""
 
 
 def compile_error(spec: dict, what: str, source: str) -> str:
@@ -194,10 +210,13 @@ def compile_error(spec: dict, what: str, source: str) -> str:
         graph_code = codegen.function("graph", nodes, params=spec.get("params"))
         marks = "\n".join(f"        torch._dynamo.mark_dynamic(inputs[{i}], {d})"
                           for i, n in enumerate(phs) for d in n["meta"].get("dynamic") or [])
-        body = _DYNAMO_BODY.format(marks=marks or "        pass", backend=name)
+        body = _DYNAMO_BODY.format(marks=marks or "        pass", backend=name,
+                                   options=_options_arg(backend))
     else:
         graph_code = codegen.builder("build_graph", nodes)
-        body = _BACKEND_BODY.format(backend=name)
+        opts = backend.get("options") if backend.get("named") else None
+        body = (_BACKEND_BODY_OPTIONS.format(backend=name, opts=opts) if opts
+                else _BACKEND_BODY.format(backend=name))
     return "".join([HEAD.format(what=what, source=source), "\n\n", graph_code,
                     _ERR_MAIN.format(exception=spec["exception"], message=spec["message"],
                                      inputs=inputs, body=body)])

@@ -218,6 +218,9 @@ def divergence(writer, graph_id: int, gm: torch.fx.GraphModule, loc, ref, inputs
             spec["backend"] = {"name": stage, "named": True}
         elif importable_backend(backend):
             spec["backend"] = {"name": backend, "named": True}
+            options = getattr(compile_user, "backend_options", None)
+            if options:   # torch.compile's mode/options, as inductor ran with them
+                spec["backend"]["options"] = options
         else:
             spec["backend"] = {"name": backend, "named": False}
             seen: list = []
@@ -238,8 +241,9 @@ def divergence(writer, graph_id: int, gm: torch.fx.GraphModule, loc, ref, inputs
 
 
 def failure(writer, graph_id: int, gm: torch.fx.GraphModule, exc: BaseException,
-            backend: str, n_nodes: int) -> None:
-    """Record the graph a backend failed on, as it had it, for a compile-error repro."""
+            backend: str, n_nodes: int, options: dict | None = None) -> None:
+    """Record the graph a backend failed on, as it had it, for a compile-error
+    repro; ``options``: torch.compile's mode/options of an inductor backend."""
     inner = exc
     while getattr(inner, "inner_exception", None) is not None or inner.__cause__ is not None:
         inner = getattr(inner, "inner_exception", None) or inner.__cause__
@@ -248,6 +252,8 @@ def failure(writer, graph_id: int, gm: torch.fx.GraphModule, exc: BaseException,
         "exception": type(inner).__name__,
         "message": (str(inner).strip().splitlines() or [""])[0],
         "backend": {"name": backend, "named": importable_backend(backend)}}
+    if options and spec["backend"]["named"]:
+        spec["backend"]["options"] = options
     try:
         spec["nodes"] = encode_graph(gm)
     except NotEncodable as exc2:

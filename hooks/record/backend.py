@@ -90,6 +90,17 @@ def _fingerprint(gm) -> tuple:
 _OBJECT_REPR = re.compile(r"^<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>$")
 
 
+def backend_options(wrapper) -> dict | None:
+    """torch.compile's ``mode=`` and ``options=`` of an inductor backend, as
+    the options inductor runs with (a mode becomes its options), for a repro
+    to compile with: plain values only. None for other backends (a string
+    backend takes none)."""
+    cfg = getattr(wrapper, "config", None)
+    if getattr(wrapper, "compiler_name", None) != "inductor" or not isinstance(cfg, dict):
+        return None
+    return {k: v for k, v in cfg.items() if isinstance(v, (bool, int, float, str))} or None
+
+
 def _backend_name(wrapper) -> str:
     """The backend's name: torch's (``inductor``), a function's, or for a
     callable object its class (torch names it by its repr, with an address)."""
@@ -336,6 +347,7 @@ class BackendRecorder:
 
                 def compile_user(g, inputs, _orig=orig, _w=wrapper, _kw=kwargs):
                     return _orig(_w, g, inputs, **_kw)
+                compile_user.backend_options = backend_options(wrapper)   # for a repro
 
                 checker = self.checkers[graph_id] = DivergenceChecker(
                     ctx, self.findings, graph_id, untouched, compile_user, graph.backend or "")
@@ -367,7 +379,7 @@ class BackendRecorder:
                     ctx.internal_error("compile-error mapper", inner)
                 try:  # what `graphdbg repro` needs: the graph as the backend had it
                     reprorecord.failure(ctx.writer, graph_id, gm, exc, graph.backend or "",
-                                        len(gm.graph.nodes))
+                                        len(gm.graph.nodes), backend_options(wrapper))
                 except Exception as inner:
                     ctx.internal_error("repro recorder", inner)
             raise

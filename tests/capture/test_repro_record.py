@@ -97,3 +97,43 @@ def test_a_gradient_divergence_says_it_is_not_recorded_yet():
         classification="miscompile", direction="backward"))
     with pytest.raises(Refused, match="gradients .* forward values only"):
         _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
+
+
+def test_the_programs_inductor_mode_and_options_reach_the_script():
+    """torch.compile(mode=..., options=...) of a named inductor backend: the
+    script compiles with the options inductor ran with (a mode becomes its
+    options); a backend given by name takes none."""
+    from graphdbg.hooks.record.backend import backend_options
+    from graphdbg.repro import script
+    wrapper = torch._TorchCompileInductorWrapper("max-autotune-no-cudagraphs",
+                                                 {"epilogue_fusion": False}, False)
+    opts = backend_options(wrapper)
+    assert opts == {"max_autotune": True, "coordinate_descent_tuning": True,
+                    "epilogue_fusion": False}
+    assert backend_options(torch._TorchCompileInductorWrapper(None, None, False)) is None
+    assert backend_options("aot_eager") is None
+
+    gm, x, values = _graph(16)
+
+    def compile_user(g, inputs):
+        return g
+    compile_user.backend_options = opts
+    loc = SimpleNamespace(node="tanh", target="torch.tanh", stage="user",
+                          isolated={"decided": True, "diverges": True})
+    rows = Rows()
+    reprorecord.divergence(rows, 3, gm, loc, SimpleNamespace(values=values, seen={}), [x],
+                           "inductor", compile_user)
+    spec = spec_of(rows.rows[0].safetensors)
+    assert spec["backend"] == {"name": "inductor", "named": True, "options": opts}
+    code = script.divergence(spec, "what", "source", (1e-4, 1e-5))
+    compile(code, "repro.py", "exec")
+    assert f"backend='inductor', options={opts!r}, fullgraph=True" in code
+
+    # a compile error's graph, compiled by inductor under the same options
+    rows = Rows()
+    reprorecord.failure(rows, 4, gm, RuntimeError("boom"), "inductor", 3, opts)
+    spec = spec_of(rows.rows[0].safetensors)
+    spec["nodes"][0]["meta"] = {"shape": [16], "stride": [1], "dtype": "float32"}
+    code = script.compile_error(spec, "what", "source")
+    compile(code, "repro.py", "exec")
+    assert f"with torch._inductor.config.patch({opts!r}):" in code
