@@ -14,12 +14,13 @@ from ..core.errors import GraphdbgError
 
 REPRO_KINDS = ("divergence", "compile_error", "malformed_graph")
 WHY_NOT = {
-    "graph_break": "a graph break is in your Python function's bytecode, and the run file keeps "
-                   "its line and torch's reason, not the function or its arguments: nothing "
-                   "standalone can be cut out of it (the report's line and reason say where)",
-    "recompile": "a recompile depends on your function and on the values of the calls before "
-                 "it; the run file keeps the failed guard and its line, not the function: "
-                 "nothing standalone can be cut out of it",
+    "graph_break": "graphdbg does not cut graph breaks out into scripts yet: a break is in your "
+                   "function's bytecode and depends on its globals and arguments, which a "
+                   "standalone script would have to rebuild (the report's line and reason say "
+                   "where)",
+    "recompile": "graphdbg does not cut recompiles out into scripts yet: one depends on your "
+                 "function and on the values of the calls before it (the report names the "
+                 "failed guard and its line)",
 }
 
 
