@@ -35,7 +35,7 @@ def text_of(p: Plan, run_path: str) -> str:
     source = f"finding {p.number} of {os.path.basename(run_path)}"
     try:
         if p.kind == "divergence":
-            return script.divergence(p.spec, p.what, source, (1e-4, 1e-5))
+            return script.divergence(p.spec, p.what, source)
         return script.compile_error(p.spec, p.what, source)
     except codegen.Unrenderable as exc:
         raise Refused(f"finding {p.number} cannot be written as a standalone script: {exc}")
@@ -122,4 +122,7 @@ def make(p: Plan, run_path: str, folder: str, timeout: float = 60.0) -> Result:
 def _smaller(p: Plan, small: dict) -> str:
     return (f"Graph {small['graph_id']} fails to compile: {small['exception']}: {small['message']} "
             f"(cut down to node {p.cut} and its inputs: {len(small['nodes'])} of the "
-            f"{small['graph_nodes']} nodes).")
+            f"{small['graph_nodes']} nodes; "
+            + ("the inputs' values as the program passed them" if p.blob else
+               "the inputs' values are random (normal), of the recorded shapes, dtypes and strides")
+            + ").")

@@ -24,6 +24,11 @@ WHY_NOT = {
 }
 
 
+# said where a backend defined in the program is stood in for
+NOT_CARRIED = ("the options given to it (its own constructor's or torch.compile's options=/mode=) "
+               "are not carried")
+
+
 class Refused(GraphdbgError):
     """A finding that has no standalone repro, with why (exit 1)."""
 
@@ -94,14 +99,12 @@ def _divergence(run, number: int, f) -> Plan:
     why = _NOT_A_BUG.get(getattr(detail, "classification", None) or "")
     if why:
         raise Refused(f"finding {number} is {why}: no repro for it")
-    if getattr(detail, "direction", None) == "backward":
-        raise Refused(f"finding {number} is a divergence of gradients (the backward): "
-                      f"graphdbg records repros of forward values only, for now")
-    blob = _kept(run, f"repro:divergence:{f.graph_id}:{f.node}")
+    backward = getattr(detail, "direction", None) == "backward"
+    blob = _kept(run, f"repro:divergence:{f.graph_id}:{f.node}" + (":backward" if backward else ""))
     if blob is None:
-        raise Refused(f"finding {number} (divergence at {f.node}) has no recorded repro: the run "
-                      f"was made by a graphdbg without `graphdbg repro`, or the divergence was "
-                      f"found in gradients (a backward graph), which is not recorded yet")
+        raise Refused(f"finding {number} (divergence {'of gradients ' if backward else ''}at "
+                      f"{f.node}) has no recorded repro: the run was made by a graphdbg that did "
+                      f"not record " + ("gradient " if backward else "") + "repros")
     spec = spec_of(blob)
     if spec.get("refused"):
         raise Refused(f"finding {number} (divergence at {f.node}) cannot be reproduced "
@@ -115,10 +118,12 @@ def _divergence(run, number: int, f) -> Plan:
                           f"to a backend torch can name ({b.get('why', 'it compiles by itself')}): "
                           f"nothing reproducible stands in for it")
         note = (f"the backend {b['name']!r} is defined in your program and cannot be imported; "
-                f"the script compiles the graph it handed to {b['stand_in']!r} with {b['stand_in']!r}")
+                f"the script compiles the graph it handed to {b['stand_in']!r} with "
+                f"{b['stand_in']!r}, with torch's default options: {NOT_CARRIED}")
     what = (f"Graph {spec['graph_id']}'s node {spec['node']} ({spec.get('target')}){_line(f)} "
-            f"diverges compiled ({b['name']}) from eager: {spec['cut']}, "
-            f"{_count(spec['nodes'])} of the graph's {spec['graph_nodes']} nodes.")
+            f"diverges compiled ({b['name']}) from eager"
+            + (" in the gradients of its inputs (the backward)" if backward else "")
+            + f": {spec['cut']}, {_count(spec['nodes'])} of the graph's {spec['graph_nodes']} nodes.")
     return Plan(number, "divergence", spec, blob, what, note)
 
 
@@ -152,12 +157,16 @@ def _compile_error(run, number: int, f) -> Plan:
         b["stand_in"] = "aot_eager"
         note = (f"the backend {b['name']!r} is defined in your program and cannot be imported; "
                 f"the script builds the graph as {b['name']!r} had it when it failed and hands "
-                f"it to 'aot_eager'")
+                f"it to 'aot_eager', with torch's default options: {NOT_CARRIED}")
+    values = ("the inputs' values as the program passed them (inputs.safetensors)"
+              if blob is not None and spec.get("values") else
+              "the inputs' values are random (normal), of the recorded shapes, dtypes and strides")
     what = (f"Graph {spec['graph_id']} fails to compile: {spec['exception']}: {spec['message']} "
             f"({_count(spec['nodes'])} nodes"
             + (", the graph as the backend had it when it failed" if spec.get("mode") != "dynamo"
-               else ", re-traced by Dynamo with the dynamic sizes the program marked") + ").")
-    return Plan(number, "compile_error", spec, b"", what, note,
+               else ", re-traced by Dynamo with the dynamic sizes the program marked")
+            + f"; {values}).")
+    return Plan(number, "compile_error", spec, blob if spec.get("values") else b"", what, note,
                 f.node or spec.get("failing_node"))
 
 

@@ -24,8 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 '''
 
 _TOLS = '''
-TOLERANCE = {{"float64": (1e-7, 1e-7), "float32": ({rtol}, {atol}), "float16": (1e-3, 1e-5),
-             "bfloat16": (1.6e-2, 1e-5)}}
+# the check's tolerances (hooks/check/numerics.py): per dtype, or the run's --rtol/--atol
+TOLERANCE = {{"float64": (1e-7, 1e-7), "float32": (1e-4, 1e-5), "float16": (1e-3, 1e-3),
+             "bfloat16": (1.6e-2, 1e-2)}}
+RTOL, ATOL = {rtol!r}, {atol!r}  # the run's --rtol/--atol (None: the dtype's)
+LOW_PRECISION = ("float16", "bfloat16")
 
 
 def summary(name, t):
@@ -38,25 +41,40 @@ def summary(name, t):
           + (f"  ({{bad}} NaN/Inf)" if bad else ""))
 
 
+def rmse(a, b):
+    d = (a - b)[torch.isfinite(a - b)]
+    return d.pow(2).mean().sqrt().item() if d.numel() else 0.0
+
+
 def judge(eager, compiled, fp64):
-    """Diverges: compiled and eager differ beyond the dtype's tolerance and
-    compiled is clearly further from float64 than eager is."""
-    rtol, atol = TOLERANCE.get(str(eager.dtype).replace("torch.", ""), (1e-4, 1e-5))
+    """The check's rule: compiled and eager differ beyond the tolerance
+    (allclose) and, against float64, compiled's error is more than twice
+    eager's plus a tenth of the tolerance (a precision difference counts in
+    float16/bfloat16 only); NaN/Inf on one side only always counts."""
+    dtype = str(eager.dtype).replace("torch.", "")
+    rtol, atol = TOLERANCE.get(dtype, (1e-4, 1e-5))
+    rtol, atol = (rtol if RTOL is None else RTOL), (atol if ATOL is None else ATOL)
     if compiled.shape != eager.shape or compiled.dtype != eager.dtype:
         return True, f"compiled is {{tuple(compiled.shape)}} {{compiled.dtype}}, eager {{tuple(eager.shape)}} {{eager.dtype}}"
-    c, e, j = compiled.double(), eager.double(), fp64.double()
-    if not torch.equal(torch.isfinite(c), torch.isfinite(e)):
-        return True, "NaN/Inf where eager has none (or the other way)"
-    fin = torch.isfinite(e)
-    if not fin.any():
-        return False, "no finite values to compare"
-    apart = (c - e)[fin].abs().max().item()
-    err_c = (c - j)[fin].abs().max().item()
-    err_e = (e - j)[fin].abs().max().item()
-    scale = e[fin].abs().max().item()
-    text = (f"max |compiled - eager| = {{apart:.3e}}; max |compiled - float64| = {{err_c:.3e}}, "
-            f"max |eager - float64| = {{err_e:.3e}}")
-    return apart > atol + rtol * scale and err_c > 2 * err_e + atol, text
+    if not eager.is_floating_point():
+        same = torch.equal(compiled, eager)
+        return not same, "equal" if same else "integer values differ"
+    c, e = compiled.detach().double(), eager.detach().double()
+    if torch.isclose(c, e, rtol=rtol, atol=atol, equal_nan=True).all():
+        return False, f"within rtol {{rtol:g}}, atol {{atol:g}}"
+    fin = torch.isfinite(c) & torch.isfinite(e)
+    apart = (c - e)[fin].abs().max().item() if fin.any() else float("inf")
+    if not torch.equal(torch.isfinite(c), torch.isfinite(e)) or not torch.equal(c.isnan(), e.isnan()):
+        return True, f"NaN/Inf where the other has none (max |compiled - eager| = {{apart:.3e}})"
+    if fp64 is None:
+        return True, f"max |compiled - eager| = {{apart:.3e}} (no float64 judge)"
+    j = fp64.detach().double()
+    err_c, err_e = rmse(c, j), rmse(e, j)
+    text = (f"max |compiled - eager| = {{apart:.3e}}; rmse(compiled, float64) = {{err_c:.3e}}, "
+            f"rmse(eager, float64) = {{err_e:.3e}} (rtol {{rtol:g}}, atol {{atol:g}})")
+    if err_c <= 2 * err_e + max(rtol, atol) / 10:
+        return dtype in LOW_PRECISION, text + ": a precision difference"
+    return True, text
 '''
 
 _DIV_MAIN = '''
@@ -65,7 +83,7 @@ def main():
     from safetensors.torch import load_file
     saved = load_file(os.path.join(HERE, "inputs.safetensors"))
     args = [{args}]
-    with torch.no_grad():
+{marks}    with torch.no_grad():
         eager = reference(*args)[0]
         compiled = torch.compile({compiled_fn}, backend={backend!r}{options}, fullgraph=True)(*args)[0]
         fp64 = reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
@@ -88,6 +106,73 @@ if __name__ == "__main__":
 '''
 
 
+_GRAD_MAIN = '''
+
+GRAD_OF = {grad_of!r}  # the inputs whose gradients the check compared ({grad_names})
+
+
+def gradients(fn, args, float64=False):
+    """The gradients of GRAD_OF for the check's upstream gradient: standard
+    normal, drawn in float64 from a generator seeded 0, one per output in order."""
+    args = [a.detach().double() if float64 and isinstance(a, torch.Tensor)
+            and a.is_floating_point() else a for a in args]
+    leaves = []
+    for i in GRAD_OF:
+        args[i] = args[i].detach().clone().requires_grad_(True)
+        leaves.append(args[i])
+    with torch.enable_grad():
+        outs = [o for o in fn(*args) if isinstance(o, torch.Tensor) and o.requires_grad
+                and o.is_floating_point()]
+        gen = torch.Generator().manual_seed(0)
+        ups = [torch.randn(tuple(o.shape), generator=gen, dtype=torch.float64).to(o.dtype)
+               for o in outs]
+        got = torch.autograd.grad(outs, leaves, ups, allow_unused=True)
+    return [g if g is not None else torch.zeros_like(x) for g, x in zip(got, leaves)]
+
+
+def main():
+    from safetensors.torch import load_file
+    saved = load_file(os.path.join(HERE, "inputs.safetensors"))
+    args = [{args}]
+{marks}    eager = gradients(reference, args)
+    compiled = gradients(torch.compile({compiled_fn}, backend={backend!r}{options}, fullgraph=True), args)
+    fp64 = gradients(reference, args, float64=True)
+    print({title!r})
+    bad = False
+    for i, (g_e, g_c, g_j) in enumerate(zip(eager, compiled, fp64)):
+        print(f" gradient of {{{grad_names!r}[i]}}:")
+        summary("eager", g_e)
+        summary("compiled", g_c)
+        summary("float64", g_j)
+        diverges, text = judge(g_e, g_c, g_j)
+        print("  " + text)
+        bad = bad or diverges
+    if bad:
+        print("DIVERGES: compiled gradients differ from eager beyond tolerance (the bug is there)")
+        return 1
+    print("agrees: compiled gradients match eager within tolerance (the bug is gone)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _dynamic(spec: dict, phs: list[dict]) -> tuple[str, str]:
+    """(torch.compile's ``, dynamic=...`` argument, mark_dynamic lines) as the
+    program compiled: ``dynamic=True/False`` as given; else the dims the
+    graph had symbolic (automatic dynamic after a recompile) marked."""
+    dyn = spec.get("dynamic")
+    if dyn is not None:
+        return f", dynamic={bool(dyn)!r}", ""
+    scalars = spec.get("scalars") or {}
+    marks = "".join(f"    torch._dynamo.mark_dynamic(args[{i}], {d})\n"
+                    for i, n in enumerate(phs) if n["name"] not in scalars
+                    for d in (n.get("meta") or {}).get("dynamic") or [])
+    return "", marks
+
+
 def _input_expr(ph: dict, scalars: dict) -> str:
     name = ph["name"]
     if name in scalars:
@@ -108,11 +193,16 @@ def _contiguous(shape: list[int]) -> list[int]:
     return list(reversed(out))
 
 
-def divergence(spec: dict, what: str, source: str, tolerance: tuple[float, float]) -> str:
+def divergence(spec: dict, what: str, source: str, tolerance: tuple | None = None) -> str:
+    """``tolerance``: (rtol, atol) for every dtype where the spec has not the
+    check's (a spec recorded before they were kept); None: per dtype."""
     nodes = spec["nodes"]
     backend = spec["backend"]
-    parts = [HEAD.format(what=what, source=source),
-             _TOLS.format(rtol=tolerance[0], atol=tolerance[1]), "\n\n",
+    tol = spec.get("tolerance") or {}
+    rtol, atol = tol.get("rtol"), tol.get("atol")
+    if "tolerance" not in spec and tolerance is not None:
+        rtol, atol = tolerance
+    parts = [HEAD.format(what=what, source=source), _TOLS.format(rtol=rtol, atol=atol), "\n\n",
              codegen.function("reference", nodes,
                               doc=f"{spec['cut']}: graph {spec['graph_id']}'s {spec['node']}, "
                                   f"eagerly (and in float64)")]
@@ -124,11 +214,24 @@ def divergence(spec: dict, what: str, source: str, tolerance: tuple[float, float
             doc=f"the graph the program's backend {name} handed to {backend['stand_in']}")]
         compiled_fn, name = "handed", backend["stand_in"]
     scalars = spec.get("scalars") or {}
-    args = ", ".join(_input_expr(n, scalars) for n in nodes if n["op"] == "placeholder")
+    phs = [n for n in nodes if n["op"] == "placeholder"]
+    args = ", ".join(_input_expr(n, scalars) for n in phs)
+    dyn_arg, marks = _dynamic(spec, phs)
+    options = _options_arg(backend) + dyn_arg
+    if spec.get("direction") == "backward":
+        title = (f"graph {spec['graph_id']}, node {spec['node']} ({spec.get('target')}): "
+                 f"input gradients eager, compiled ({name}), float64")
+        index = {n["name"]: i for i, n in enumerate(phs)}
+        grad_of = [index[g] for g in spec.get("grad_of") or [] if g in index]
+        parts.append(_GRAD_MAIN.format(args=args, compiled_fn=compiled_fn, backend=name,
+                                       title=title, options=options, marks=marks,
+                                       grad_of=grad_of,
+                                       grad_names=[phs[i]["name"] for i in grad_of]))
+        return "".join(parts)
     title = (f"graph {spec['graph_id']}, node {spec['node']} ({spec.get('target')}): "
              f"eager, compiled ({name}), float64")
     parts.append(_DIV_MAIN.format(args=args, compiled_fn=compiled_fn, backend=name, title=title,
-                                  options=_options_arg(backend)))
+                                  options=options, marks=marks))
     return "".join(parts)
 
 
@@ -137,9 +240,14 @@ _ERR_MAIN = '''
 EXPECTED = ({exception!r}, {message!r})
 
 
-def make(shape, stride, dtype):
+def make(shape, stride, dtype, name=None):
+    """An input of the recorded shape, strides and dtype: the program's values
+    where they were recorded (inputs.safetensors), else random (normal)."""
     dtype = getattr(torch, dtype)
     t = torch.empty_strided(shape, stride, dtype=dtype)
+    if name is not None:
+        from safetensors.torch import load_file
+        return t.copy_(load_file(os.path.join(HERE, "inputs.safetensors"))[name])
     return t.normal_() if dtype.is_floating_point else t.zero_()
 
 
@@ -202,10 +310,12 @@ def compile_error(spec: dict, what: str, source: str) -> str:
     phs = [n for n in nodes if n["op"] == "placeholder"]
     if any(not n.get("meta") for n in phs):
         raise codegen.Unrenderable("an input of the graph is not a tensor of known shape")
+    saved = set(spec.get("values") or ())
     inputs = ", ".join(
         repr(m["int"]) if "int" in m else
         f"make({tuple(m['shape'])!r}, {tuple(m.get('stride') or _contiguous(m['shape']))!r}, "
-        f"{m['dtype']!r})" for m in (n["meta"] for n in phs))
+        f"{m['dtype']!r}" + (f", {n['name']!r})" if n["name"] in saved else ")")
+        for n, m in ((n, n["meta"]) for n in phs))
     if spec.get("mode") == "dynamo":
         graph_code = codegen.function("graph", nodes, params=spec.get("params"))
         marks = "\n".join(f"        torch._dynamo.mark_dynamic(inputs[{i}], {d})"

@@ -244,7 +244,17 @@ class DivergenceChecker:
             with self.ctx.own_work():
                 reprorecord.divergence(self.ctx.writer, self.graph_id, self.gm, loc, ref,
                                        list(inputs), self.localizer.backend,
-                                       self.localizer.compile_user)
+                                       self.localizer.compile_user, self.tol)
+        except Exception as exc:
+            self.ctx.internal_error("repro recorder", exc)
+
+    def _record_grad_repro(self, loc: Localization, inputs: list, rng: tuple) -> None:
+        """What `graphdbg repro` needs for a divergence of gradients."""
+        try:
+            with self.ctx.own_work():
+                reprorecord.gradient(self.ctx.writer, self.graph_id, self.gm, loc, list(inputs),
+                                     rng, self.localizer.backend, self.localizer.compile_user,
+                                     self.tol)
         except Exception as exc:
             self.ctx.internal_error("repro recorder", exc)
 
@@ -376,6 +386,8 @@ class DivergenceChecker:
         if final is not None and "grad" not in self.reported:
             self.reported.add("grad")
             loc = self.localizer.backward(inputs, rng, final, prefixes)
+            if loc.node is not None:
+                self._record_grad_repro(loc, inputs, rng)
             self._report(call_idx, Checked(output=0), final, loc, direction="backward")
         bits_e, bad_e = nonfinite_gradients(g_e)
         bits_c, bad_c = nonfinite_gradients(g_c)

@@ -182,14 +182,19 @@ def _input_tensors(names: list[str], values: list) -> tuple[dict, int]:
     return {n: v.detach().to("cpu", copy=True).contiguous() for n, v in pairs}, size
 
 
+def _tolerances(tol) -> dict:
+    """The check's ``--rtol``/``--atol`` (None: the dtype's default)."""
+    return {"rtol": getattr(tol, "rtol", None), "atol": getattr(tol, "atol", None)}
+
+
 def divergence(writer, graph_id: int, gm: torch.fx.GraphModule, loc, ref, inputs: list,
-               backend: str, compile_user) -> None:
+               backend: str, compile_user, tol=None) -> None:
     """Record the smallest diverging subgraph of the localised divergence ``loc``."""
     from .subgraphs import graph_with_outputs, is_random, single_node_graph
     node = loc.node
     spec: dict[str, Any] = {"kind": "divergence", "graph_id": graph_id, "node": node,
                             "target": loc.target, "stage": loc.stage,
-                            "graph_nodes": len(gm.graph.nodes)}
+                            "graph_nodes": len(gm.graph.nodes), "tolerance": _tolerances(tol)}
     tensors: dict = {}
     try:
         if is_random(next(n for n in gm.graph.nodes if n.name == node)):
@@ -203,47 +208,120 @@ def divergence(writer, graph_id: int, gm: torch.fx.GraphModule, loc, ref, inputs
             spec["cut"] = ("the graph up to the node (the node alone "
                            + ("does not diverge: fusion)" if iso.get("decided")
                               else f"could not be compiled alone: {iso.get('reason', '?')})"))
-        spec["nodes"] = encode_graph(sub)
-        names = [n["name"] for n in spec["nodes"] if n["op"] == "placeholder"]
-        tensors, size = _input_tensors(names, sub_inputs)
-        spec["input_bytes"] = size
-        spec["scalars"] = {n: v for n, v in zip(names, sub_inputs)
-                           if isinstance(v, (bool, int, float))}
-        if size > BUDGET_BYTES:
-            tensors = {}
-            raise NotEncodable(f"its inputs are {size / 2**20:.1f} MB, over the {BUDGET_BYTES // 2**20} MB "
-                               f"that graphdbg keeps for a repro at check time")
-        stage = loc.stage or "user"
-        if stage != "user":
-            spec["backend"] = {"name": stage, "named": True}
-        elif importable_backend(backend):
-            spec["backend"] = {"name": backend, "named": True}
-            options = getattr(compile_user, "backend_options", None)
-            if options:   # torch.compile's mode/options, as inductor ran with them
-                spec["backend"]["options"] = options
-        else:
-            spec["backend"] = {"name": backend, "named": False}
-            seen: list = []
-            try:
-                with handed_graphs(seen), torch.no_grad():
-                    compile_user(sub, list(sub_inputs))
-            except Exception as exc:
-                spec["backend"]["why"] = f"it failed on the subgraph: {type(exc).__name__}"
-            seen = [(n, g) for n, g in seen if importable_backend(n)]
-            if seen:
-                name, handed = seen[-1]
-                spec["backend"]["stand_in"] = name
-                spec["backend"]["handed"] = encode_graph(handed)
+        tensors = _finish(spec, sub, sub_inputs, loc.stage, backend, compile_user)
     except NotEncodable as exc:
         spec["refused"] = str(exc)
     writer.add(TensorRow(id=None, owner=f"repro:divergence:{graph_id}:{node}", name="repro",
                          safetensors=_save(tensors, spec)))
 
 
+def gradient(writer, graph_id: int, gm: torch.fx.GraphModule, loc, inputs: list, rng: tuple,
+             backend: str, compile_user, tol) -> None:
+    """Record a divergence of gradients localised (by prefix bisection) at
+    forward node ``loc.node``: the node alone on the values it read, its
+    floating inputs' gradients taken, when those diverge compiled vs eager
+    (checked here, one compile); else the graph up to the node on the call's
+    inputs, the gradients of those that require grad (what the check found).
+    The upstream gradient is the check's: standard normal, float64, from a
+    generator seeded 0, one draw per output in order."""
+    from .gradients import compare_gradients, eager, gradients_of, judge_gradients
+    from .interpreter import EagerReference
+    from .subgraphs import clone_inputs, graph_with_outputs, is_random, preserved_rng, set_rng
+    from .subgraphs import single_node_graph
+    node = loc.node
+    spec: dict[str, Any] = {"kind": "divergence", "direction": "backward", "graph_id": graph_id,
+                            "node": node, "target": loc.target, "stage": "user",
+                            "graph_nodes": len(gm.graph.nodes), "tolerance": _tolerances(tol)}
+    tensors: dict = {}
+    try:
+        if is_random(next(n for n in gm.graph.nodes if n.name == node)):
+            raise NotEncodable("the node draws random numbers: compiled draws differ by design")
+        sub = sub_inputs = None
+        try:   # the node alone: its inputs' values as they ran, gradients of the floating ones
+            with preserved_rng(), torch.no_grad():
+                set_rng(rng)
+                ref = EagerReference(gm)
+                ref.run(*clone_inputs(inputs))
+            one, vals = single_node_graph(gm, node, {**ref.values, **ref.seen.get(node, {})})
+            del ref
+            vals = [v.detach().clone().requires_grad_(v.is_floating_point())
+                    if isinstance(v, torch.Tensor) else v for v in vals]
+            import copy
+            fn = compile_user(copy.deepcopy(one), list(vals))
+            d = compare_gradients(gradients_of(fn, vals, rng), gradients_of(eager(one), vals, rng),
+                                  judge_gradients(one, vals, rng), tol or _NoTol())
+            if d is not None:
+                sub, sub_inputs = one, vals
+                spec["cut"] = "the node alone, on the inputs it read, with their gradients"
+            else:
+                why = "its gradients do not diverge: fusion"
+        except Exception as exc:
+            why = f"could not be compiled alone: {type(exc).__name__}"
+        if sub is None:
+            sub, sub_inputs = graph_with_outputs(gm, [node]), list(inputs)
+            spec["cut"] = f"the graph up to the node, with the inputs' gradients (the node alone {why})"
+        names = [n.name for n in sub.graph.nodes if n.op == "placeholder"]
+        spec["grad_of"] = [names[i] for i, v in enumerate(sub_inputs) if isinstance(v, torch.Tensor)
+                           and v.requires_grad and v.is_floating_point()]
+        tensors = _finish(spec, sub, sub_inputs, "user", backend, compile_user)
+    except NotEncodable as exc:
+        spec["refused"] = str(exc)
+    writer.add(TensorRow(id=None, owner=f"repro:divergence:{graph_id}:{node}:backward",
+                         name="repro", safetensors=_save(tensors, spec)))
+
+
+class _NoTol:
+    rtol = atol = None
+
+
+def _finish(spec: dict, sub: torch.fx.GraphModule, sub_inputs: list, stage: str | None,
+            backend: str, compile_user) -> dict:
+    """The cut's nodes, its inputs (within the budget) and what compiles it
+    into ``spec``; returns the tensors to keep."""
+    spec["nodes"] = encode_graph(sub)
+    names = [n["name"] for n in spec["nodes"] if n["op"] == "placeholder"]
+    tensors, size = _input_tensors(names, sub_inputs)
+    spec["input_bytes"] = size
+    spec["scalars"] = {n: v for n, v in zip(names, sub_inputs)
+                       if isinstance(v, (bool, int, float))}
+    if size > BUDGET_BYTES:
+        raise NotEncodable(f"its inputs are {size / 2**20:.1f} MB, over the {BUDGET_BYTES // 2**20} MB "
+                           f"that graphdbg keeps for a repro at check time")
+    dynamic = getattr(compile_user, "dynamic", None)
+    if dynamic is not None:   # torch.compile's dynamic=
+        spec["dynamic"] = dynamic
+    stage = stage or "user"
+    if stage != "user":
+        spec["backend"] = {"name": stage, "named": True}
+    elif importable_backend(backend):
+        spec["backend"] = {"name": backend, "named": True}
+        options = getattr(compile_user, "backend_options", None)
+        if options:   # torch.compile's mode/options, as inductor ran with them
+            spec["backend"]["options"] = options
+    else:
+        spec["backend"] = {"name": backend, "named": False}
+        seen: list = []
+        grads = spec.get("direction") == "backward"
+        try:
+            with handed_graphs(seen), (torch.enable_grad() if grads else torch.no_grad()):
+                compile_user(sub, list(sub_inputs))
+        except Exception as exc:
+            spec["backend"]["why"] = f"it failed on the subgraph: {type(exc).__name__}"
+        seen = [(n, g) for n, g in seen if importable_backend(n)]
+        if seen:
+            name, handed = seen[-1]
+            spec["backend"]["stand_in"] = name
+            spec["backend"]["handed"] = encode_graph(handed)
+    return tensors
+
+
 def failure(writer, graph_id: int, gm: torch.fx.GraphModule, exc: BaseException,
-            backend: str, n_nodes: int, options: dict | None = None) -> None:
+            backend: str, n_nodes: int, options: dict | None = None,
+            inputs: list | None = None) -> None:
     """Record the graph a backend failed on, as it had it, for a compile-error
-    repro; ``options``: torch.compile's mode/options of an inductor backend."""
+    repro; ``options``: torch.compile's mode/options of an inductor backend;
+    ``inputs``: the example inputs the backend was given (the program's real
+    values, copied within `BUDGET_BYTES`; none when fake or over it)."""
     inner = exc
     while getattr(inner, "inner_exception", None) is not None or inner.__cause__ is not None:
         inner = getattr(inner, "inner_exception", None) or inner.__cause__
@@ -254,9 +332,28 @@ def failure(writer, graph_id: int, gm: torch.fx.GraphModule, exc: BaseException,
         "backend": {"name": backend, "named": importable_backend(backend)}}
     if options and spec["backend"]["named"]:
         spec["backend"]["options"] = options
+    tensors: dict = {}
     try:
         spec["nodes"] = encode_graph(gm)
+        tensors = _real_values(spec["nodes"], inputs)
+        if tensors:
+            spec["values"] = sorted(tensors)
     except NotEncodable as exc2:
         spec["refused"] = str(exc2)
     writer.add(TensorRow(id=None, owner=f"repro:compile_error:{graph_id}", name="repro",
-                         safetensors=_save({}, spec)))
+                         safetensors=_save(tensors, spec)))
+
+
+def _real_values(nodes: list[dict], inputs: list | None) -> dict:
+    """Copies of a failing graph's real input tensors, by placeholder, when
+    they are one per placeholder, none fake, all within the budget; else {}."""
+    names = [n["name"] for n in nodes if n["op"] == "placeholder"]
+    if inputs is None or len(names) != len(inputs):
+        return {}
+    from torch._subclasses.fake_tensor import is_fake
+    if any(isinstance(v, torch.Tensor) and (is_fake(v) or type(v) is not torch.Tensor
+                                            and not isinstance(v, torch.nn.Parameter))
+           for v in inputs):
+        return {}
+    tensors, size = _input_tensors(names, inputs)
+    return tensors if size <= BUDGET_BYTES else {}

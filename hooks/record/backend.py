@@ -101,6 +101,17 @@ def backend_options(wrapper) -> dict | None:
     return {k: v for k, v in cfg.items() if isinstance(v, (bool, int, float, str))} or None
 
 
+def compile_dynamic() -> bool | None:
+    """torch.compile's ``dynamic=`` of the frame being compiled (it patches
+    Dynamo's config while the backend runs): True, False, or None (automatic)."""
+    c = torch._dynamo.config
+    if not c.assume_static_by_default:
+        return True
+    if not c.automatic_dynamic_shapes:
+        return False
+    return None
+
+
 def _backend_name(wrapper) -> str:
     """The backend's name: torch's (``inductor``), a function's, or for a
     callable object its class (torch names it by its repr, with an address)."""
@@ -348,6 +359,7 @@ class BackendRecorder:
                 def compile_user(g, inputs, _orig=orig, _w=wrapper, _kw=kwargs):
                     return _orig(_w, g, inputs, **_kw)
                 compile_user.backend_options = backend_options(wrapper)   # for a repro
+                compile_user.dynamic = compile_dynamic()
 
                 checker = self.checkers[graph_id] = DivergenceChecker(
                     ctx, self.findings, graph_id, untouched, compile_user, graph.backend or "")
@@ -379,7 +391,8 @@ class BackendRecorder:
                     ctx.internal_error("compile-error mapper", inner)
                 try:  # what `graphdbg repro` needs: the graph as the backend had it
                     reprorecord.failure(ctx.writer, graph_id, gm, exc, graph.backend or "",
-                                        len(gm.graph.nodes), backend_options(wrapper))
+                                        len(gm.graph.nodes), backend_options(wrapper),
+                                        list(example_inputs))
                 except Exception as inner:
                     ctx.internal_error("repro recorder", inner)
             raise

@@ -92,11 +92,19 @@ def test_a_divergence_that_is_no_bug_has_no_repro(classification, said):
         _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
 
 
-def test_a_gradient_divergence_says_it_is_not_recorded_yet():
+def test_a_gradient_divergence_reads_its_own_record():
+    """A divergence of gradients reads ``repro:divergence:<graph>:<node>:backward``;
+    a run without it (an older graphdbg) says so."""
     f = SimpleNamespace(graph_id=1, node="n", detail=SimpleNamespace(
         classification="miscompile", direction="backward"))
-    with pytest.raises(Refused, match="gradients .* forward values only"):
-        _divergence(SimpleNamespace(tensors=lambda owner: []), 1, f)
+    asked = []
+
+    def tensors(owner):
+        asked.append(owner)
+        return []
+    with pytest.raises(Refused, match="divergence of gradients at n.* did not record gradient"):
+        _divergence(SimpleNamespace(tensors=tensors), 1, f)
+    assert asked == ["repro:divergence:1:n:backward"]
 
 
 def test_the_programs_inductor_mode_and_options_reach_the_script():
