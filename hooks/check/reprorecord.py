@@ -134,7 +134,12 @@ def importable_backend(name: str) -> bool:
     if registry._BACKENDS[name] is not None:
         return True
     module = getattr(registry._COMPILER_FNS.get(name), "__module__", "") or ""
-    return module.startswith("torch.")
+    if module.startswith("torch."):
+        return True
+    # an entry point's backend, once looked up, is registered like the
+    # program's own (torch sets its _BACKENDS entry to None): ask the metadata
+    from importlib.metadata import entry_points
+    return name in entry_points(group="torch_dynamo_backends").names
 
 
 @contextmanager
