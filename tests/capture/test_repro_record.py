@@ -145,3 +145,82 @@ def test_the_programs_inductor_mode_and_options_reach_the_script():
     code = script.compile_error(spec, "what", "source")
     compile(code, "repro.py", "exec")
     assert f"with torch._inductor.config.patch({opts!r}):" in code
+
+
+def _judge_of(spec: dict):
+    """The script's ``judge`` (its text executed, main not run)."""
+    from graphdbg.repro import script
+    ns: dict = {"__name__": "repro_under_test", "__file__": "repro.py"}
+    exec(compile(script.divergence(spec, "what", "source"), "repro.py", "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("rtol,atol", [(None, None), (1e-3, None), (1e-2, 1e-2)])
+def test_the_scripts_verdict_is_the_checks_under_the_runs_tolerances(rtol, atol):
+    """--rtol/--atol are recorded with the repro and the script's judge says
+    what the check's `finding` says: close, precision (float32: not a bug;
+    bfloat16: a finding), miscompile, NaN on one side."""
+    from graphdbg.hooks.check.numerics import Tolerance, finding
+    gm, x, values = _graph(16)
+    loc = SimpleNamespace(node="tanh", target="torch.tanh", stage="user",
+                          isolated={"decided": True, "diverges": True})
+    rows = Rows()
+    reprorecord.divergence(rows, 3, gm, loc, SimpleNamespace(values=values, seen={}), [x],
+                           "aot_eager", None, Tolerance(rtol, atol))
+    spec = spec_of(rows.rows[0].safetensors)
+    assert spec["tolerance"] == {"rtol": rtol, "atol": atol}
+    ns = _judge_of(spec)
+    assert (ns["RTOL"], ns["ATOL"]) == (rtol, atol)
+    g = torch.Generator().manual_seed(1)
+    j = torch.randn(64, dtype=torch.float64, generator=g)
+    e = j.float()
+    noise = torch.randn(64, generator=g)
+    cases = {"same": (e, e.clone()), "scaled 1%": (e, e * 1.01), "scaled 0.2%": (e, e * 1.002),
+             "noise 1e-5": (e, e + 1e-5 * noise), "nan": (e, torch.where(e > 1, float("nan"), e)),
+             "bf16 rounding": (j.bfloat16(), (j * (1 + 3e-3)).bfloat16())}
+    for what, (eager, compiled) in cases.items():
+        check = finding(compiled, eager, j, Tolerance(rtol, atol)) is not None
+        script = ns["judge"](eager, compiled, j)[0]
+        assert script == check, (what, script, check)
+
+
+def test_dynamic_is_carried_as_given_or_as_the_dims_the_graph_had_symbolic():
+    from graphdbg.repro import script
+    phs = [{"name": "x", "op": "placeholder", "meta": {"shape": [6, 4], "dtype": "float32",
+                                                       "stride": [4, 1], "dynamic": [0]}},
+           {"name": "s0", "op": "placeholder", "meta": {"int": 6}}]
+    assert script._dynamic({"dynamic": True}, phs) == (", dynamic=True", "")
+    assert script._dynamic({"dynamic": False}, phs) == (", dynamic=False", "")
+    # automatic dynamic (a recompile made the size symbolic): the dims marked
+    assert script._dynamic({"scalars": {"s0": 6}}, phs) == (
+        "", "    torch._dynamo.mark_dynamic(args[0], 0)\n")
+    from graphdbg.hooks.record.backend import compile_dynamic
+    seen = []
+
+    def backend(gm, inputs):
+        seen.append(compile_dynamic())
+        return gm.forward
+    for dynamic in (True, False, None):
+        torch._dynamo.reset()
+        torch.compile(lambda x: x * 2, backend=backend, dynamic=dynamic)(torch.ones(3))
+    torch._dynamo.reset()
+    assert seen == [True, False, None]
+
+
+def test_a_compile_errors_real_inputs_are_kept_within_the_budget():
+    gm, x, _ = _graph(16)
+    rows = Rows()
+    reprorecord.failure(rows, 4, gm, RuntimeError("boom"), "aot_eager", 3, None, [x])
+    spec = spec_of(rows.rows[0].safetensors)
+    assert spec["values"] == ["x"]
+    from safetensors.torch import load
+    assert torch.equal(load(rows.rows[0].safetensors)["x"], x)
+    # over the budget, or fake: random values (the README says so)
+    big = torch.zeros(reprorecord.BUDGET_BYTES // 4 + 1)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(x)
+    for inputs in ([big], [fake], None):
+        rows = Rows()
+        reprorecord.failure(rows, 4, gm, RuntimeError("boom"), "aot_eager", 3, None, inputs)
+        assert "values" not in spec_of(rows.rows[0].safetensors)
