@@ -133,6 +133,10 @@ def dyn(x):
     return torch.tanh(x * 2) + 1
 
 
+def auto(x):
+    return torch.tanh(x * 3) - 1
+
+
 def values(x):
     return torch.sqrt(x) + 1
 
@@ -148,6 +152,8 @@ for fn, backend, args in [
     out.sum().backward()
     print(fn.__name__, out.sum().item())
 print("dyn", torch.compile(dyn, backend="faulty_dyn", dynamic=True)(torch.randn(6)).sum().item())
+compiled = torch.compile(auto, backend="faulty_dyn")   # a new size: recompiled with it dynamic
+print("auto", [compiled(torch.randn(n)).sum().item() for n in (6, 7)])
 try:
     torch.compile(values, backend="faulty_values")(torch.rand(8))
 except Exception as exc:
@@ -182,7 +188,7 @@ def made(tmp_path_factory):
     r = graphdbg("run", "-q", "--rtol", "1e-3", "-o", "prog.run", "prog.py", cwd=d)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     names = {"straight_through": "divergence", "mlp": "divergence", "fused": "divergence",
-             "dyn": "divergence", "values": "compile_error"}
+             "dyn": "divergence", "auto": "divergence", "values": "compile_error"}
     plans, findings = {}, {}
     with Run(str(d / "prog.run")) as run:
         for fn, kind in names.items():
@@ -252,6 +258,19 @@ def test_torch_compile_dynamic_is_carried(made):
     assert p.spec["dynamic"] is True
     assert r.ok, (r.why, r.output)
     assert "backend='faulty_dyn', dynamic=True, fullgraph=True" in _script(d, "dyn")
+
+
+def test_automatic_dynamic_sizes_are_marked_dynamic(made):
+    """dynamic= left as default, the graph recompiled with a dynamic size: the
+    script marks that dim dynamic (a static compile of it would agree)."""
+    d, findings, plans, results = made
+    p, r = plans["auto"], results["auto"]
+    assert not isinstance(p, Exception), p
+    assert "dynamic" not in p.spec
+    assert r.ok, (r.why, r.output)
+    text = _script(d, "auto")
+    assert "torch._dynamo.mark_dynamic(args[0], 0)" in text
+    assert "backend='faulty_dyn', fullgraph=True" in text
 
 
 def test_a_compile_errors_real_input_values_are_used(made):
