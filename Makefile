@@ -14,10 +14,18 @@ PIP_FILTER := grep -v "is ignored: it is neither a file nor a directory"
 
 install: $(STAMP)
 
+# pip byte-compiles what it installs on one core (25 s of the install's 45 s
+# here); compileall does the same on every core (14 s). Written even where
+# PYTHONDONTWRITEBYTECODE is set, as pip's would be: without them each import
+# of torch compiles it anew (4.4 s against 1.9 s). A file that does not
+# compile (a package's test data) is skipped, as pip skips it.
+BYTECODE = $(BIN)/python -m compileall -q -j 0 $(1) >/dev/null 2>&1 || true
+
 # The oldest supported torch (constraints/oldest.txt), as CI's first leg.
 $(STAMP): pyproject.toml constraints/oldest.txt constraints/tools.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	set -o pipefail; $(BIN)/python -m pip install -q -c constraints/oldest.txt -e '.[test]' 2>&1 | { $(PIP_FILTER) || true; }
+	set -o pipefail; $(BIN)/python -m pip install -q --no-compile -c constraints/oldest.txt -e '.[test]' 2>&1 | { $(PIP_FILTER) || true; }
+	$(call BYTECODE,$(VENV))
 	touch $(STAMP)
 
 # Runs samples/demo.py under `graphdbg run` (a miscompiled tanh, a graph break,

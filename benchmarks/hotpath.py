@@ -7,8 +7,9 @@ sampled calls, and then called in rounds, alternately:
 - as the program runs it under graphdbg (the recording wrapper Dynamo calls,
   the kernels' module globals as graphdbg left them), and
 - bypassed: Dynamo's ``__compiled_fn`` global pointed at the compiled
-  callable itself and the kernels' globals at inductor's originals, so the
-  same compiled code runs with nothing of graphdbg's on the call path.
+  callable itself, inside the ``torch._dynamo.disable`` wrapper Dynamo puts
+  around every compiled graph, and the kernels' globals at inductor's
+  originals, so the same compiled code runs as without graphdbg.
 
 The difference of the medians is graphdbg's own cost per call; the ratio is
 what the probe pays for it. Times are the thread's CPU time (on a busy
@@ -56,6 +57,13 @@ class Bypass:
 
     def __init__(self, session) -> None:
         self.wrappers = _wrappers()
+        # The global holds graphdbg's wrapper inside the `torch._dynamo.disable`
+        # wrapper Dynamo puts around every compiled graph (output_graph.py);
+        # plain is the compiled callable inside the same wrapper, as a run
+        # without graphdbg has it (the wrapper alone costs a few µs a call).
+        self.plain_fns = {k: torch._dynamo.disable(w._graphdbg_inner,
+                                                   reason="do not trace Dynamo-compiled graph")
+                          for _, k, w in self.wrappers}
         self.mode = session._ctx.eager_mode   # off the stack when plain: no mode at all
         self.popped = False
         kernels = session._core[0]
@@ -69,7 +77,7 @@ class Bypass:
 
     def plain(self) -> None:
         for g, k, w in self.wrappers:
-            g[k] = w._graphdbg_inner
+            g[k] = self.plain_fns[k]
         for g, k, _, orig in self.kernel_globals:
             g[k] = orig
         if self.mode is not None and _top_mode() is self.mode:

@@ -54,6 +54,7 @@ from .ranks import graph_collectives
 from .tensors import TensorKeeper
 
 _perf_ns = time.perf_counter_ns
+_innermost = torch._dynamo.eval_frame.innermost_fn
 _fake_mode_set = torch._C._get_dispatch_mode
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
 # the dispatch-mode stack through torch's C functions: torch.utils._python_dispatch's
@@ -469,6 +470,14 @@ class BackendRecorder:
     # -- run time ---------------------------------------------------------------
     def _wrap_compiled(self, fn: Callable, graph_id: int, checker=None,
                        collective: bool = False) -> Callable:
+        # Dynamo puts what the backend returned inside `disable`, which first
+        # unwraps it to the innermost function: a result that is itself a
+        # disabled function (inductor's) runs in one disable wrapper, not two.
+        # Ours stands in between, so it calls what Dynamo would have: the
+        # second wrapper cost 1-2 µs a call.
+        boxed = getattr(fn, "_boxed_call", None)
+        if getattr(fn, "_torchdynamo_disable", False):
+            fn = _innermost(fn)
         fn = _real_forward(fn)
         totals = self.totals[graph_id] = CallTotals(graph_id)
         # Weakly: Dynamo may keep the wrapper (its __compiled_fn globals stay in
@@ -492,28 +501,41 @@ class BackendRecorder:
             ctx = r.ctx
             if (call_idx >= STATS_FIRST_CALLS and call_idx % STATS_EVERY and not collective
                     and ctx.active and (checker is None or (
-                        checker.pending_grads is None and not checker.wants(call_idx)))
-                    and (ctx.eager_paused or ctx.eager_mode is None or not _eager_recording(ctx))):
-                return r._steady(fn, totals, call_idx, args, kwargs, checker)
+                        checker.pending_grads is None and not checker.wants(call_idx)))):
+                mode = ctx.eager_mode
+                if mode is None:
+                    return r._steady(fn, totals, call_idx, args, kwargs, checker, None)
+                if ctx.eager_paused:   # muted: off the stack for the call if on top
+                    return r._steady(fn, totals, call_idx, args, kwargs, checker)
+                n = _stack_len()
+                if not n:
+                    return r._steady(fn, totals, call_idx, args, kwargs, checker, None)
+                if _stack_at(n - 1) is mode:
+                    # on top and recording: this call gets a row (`graphdbg diff`
+                    # pairs it with the step's eager ops)
+                    return r._run(fn, graph_id, call_idx, args, kwargs, checker, collective)
+                if not _eager_recording(ctx):
+                    return r._steady(fn, totals, call_idx, args, kwargs, checker, None)
             return r._run(fn, graph_id, call_idx, args, kwargs, checker, collective)
 
-        if hasattr(fn, "_boxed_call"):
-            compiled_graph._boxed_call = fn._boxed_call
+        if boxed is not None:
+            compiled_graph._boxed_call = boxed
         compiled_graph._graphdbg_graph_id = graph_id
         compiled_graph._graphdbg_inner = fn
         return compiled_graph
 
     def _steady(self, fn: Callable, totals: CallTotals, call_idx: int, args: tuple,
-                kwargs: dict, checker=None):
+                kwargs: dict, checker=None, top=False):
         """A call with no row: the eager recorder off the stack while it runs
         (when it is on it: a muted recorder would still be called per op), its
-        time added to its graph's totals. Nothing else."""
+        time added to its graph's totals. Nothing else. ``top=None``: the
+        caller saw the recorder is not on top of the stack (nothing to pop)."""
         ctx = self.ctx
         graph_id = totals.graph_id
         ctx.eager_paused += 1
         mode = ctx.eager_mode
         popped = False
-        if mode is not None:
+        if mode is not None and top is not None:
             n = _stack_len()
             if n and _stack_at(n - 1) is mode:
                 _stack_pop(None)

@@ -266,6 +266,7 @@ class EagerSchedule:
         self._clock = StepClock(ctx, self._next_step)
         self._held: list | None = None   # the step event not yet written (`_write_held`)
         self._last_seq = 0               # the seq the last step's end took
+        self._seq_next = ctx._seq.__next__   # ctx.next_seq less a Python call (per compiled call)
 
     @property
     def always(self) -> bool:
@@ -310,7 +311,7 @@ class EagerSchedule:
         # this runs once per compiled call in a program whose steps are its
         # compiled calls: a step that wrote nothing (no seq was taken since
         # the last step's end) joins the held event instead of writing one
-        seq = self.ctx.next_seq()
+        seq = self._seq_next()
         held = self._held
         if held is not None and seq == self._last_seq + 1 and not restart:
             held[1] += 1
