@@ -159,39 +159,39 @@ def test_a_script_that_does_not_reproduce_is_kept_as_an_attempt(tmp_path):
 
 @group("divergence_faulty")
 def test_tui_r_on_a_problem_writes_its_repro(runs, tmp_path):
-    """Pilot: `r` on the problems view runs `graphdbg repro RUN N` in a worker; a notice says."""
+    """Pilot: `r` on the problems view runs `graphdbg repro RUN N` in a worker;
+    a "checking" notice stays until the check ends, and its verdict replaces it."""
     import asyncio
 
     from graphdbg.tui.views.app import GraphdbgApp
     run = tmp_path / "t.run"
     shutil.copy(runs.golden("divergence_faulty").run, run)
 
-    said: list[str] = []
+    shown: list[list[str]] = []   # the notices on screen, after the key and at the end
 
     async def main():
         app = GraphdbgApp([str(run)], cursor_blink=False)
         app.animation_level = "none"
-        shown = app.notify
-
-        def notify(message, *args, **kwargs):
-            # every notice, also one that timed out before the check ended
-            said.append(str(message))
-            return shown(message, *args, **kwargs)
-        app.notify = notify
         async with app.run_test(size=(100, 30)) as pilot:
             for _ in range(3):
                 await app.workers.wait_for_complete()
                 await pilot.pause()
             await pilot.press("1", "r")
+            await pilot.pause()
+            shown.append([str(n.message) for n in app._notifications])
             for _ in range(60):
                 await app.workers.wait_for_complete()
                 await pilot.pause()
-                if any(s.startswith("repro: ") for s in said):
+                now = [str(n.message) for n in app._notifications]
+                if any(s.startswith("repro: ") for s in now):
                     break
+            shown.append(now)
     asyncio.run(main())
+    first, last = shown
     assert any(s.startswith("graphdbg repro ") and s.endswith(" 1: checking it in a fresh python…")
-               for s in said), said
-    assert any(s.startswith("repro: reproduced; wrote ") for s in said), said
+               for s in first), first
+    assert not any("checking it" in s for s in last), last
+    assert any(s.startswith("repro: reproduced; wrote ") for s in last), last
     assert (tmp_path / "repro-divergence-1" / "repro.py").exists()
 
 

@@ -26,6 +26,7 @@ from rich.style import Style
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.notifications import Notification, Notify
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from graphdbg.core.errors import GraphdbgError
@@ -318,29 +319,41 @@ class GraphdbgApp(App):
         if item.id not in ids:
             return
         number = ids.index(item.id) + 1
-        self.notify(f"graphdbg repro {self.paths[run]} {number}: checking it in a fresh python…",
-                    timeout=4)
-        self.make_repro(self.paths[run], number)
+        # shown until the check ends (it may take a minute), then replaced by its verdict
+        checking = Notification(message=f"graphdbg repro {self.paths[run]} {number}: checking it "
+                                        f"in a fresh python…", title="", severity="information",
+                                timeout=300)
+        self.post_message(Notify(checking))
+        self.make_repro(self.paths[run], number, checking)
+
+    def _checked(self, checking: Notification, message: str, severity: str, timeout: float) -> None:
+        """The repro's verdict in place of its "checking" notice."""
+        try:
+            self._unnotify(checking)
+        except (AttributeError, KeyError, TypeError):   # gone already, or another Textual
+            pass
+        self.notify(message, severity=severity, timeout=timeout)
 
     @work(thread=True, group="repro")
-    def make_repro(self, path: str, number: int) -> None:
+    def make_repro(self, path: str, number: int, checking: Notification) -> None:
         import subprocess
         import sys
         try:
             done = subprocess.run([sys.executable, "-m", "graphdbg", "repro", path, str(number)],
                                   capture_output=True, text=True, timeout=300)
         except Exception as exc:  # noqa: BLE001 - said, the UI goes on
-            self.call_from_thread(self.notify, f"repro: {exc}", severity="error", timeout=6)
+            self.call_from_thread(self._checked, checking, f"repro: {exc}", "error", 6)
             return
         said = " ".join((done.stdout + done.stderr).split())
         if done.returncode == 0:
             m = re.search(r"wrote (\S+)/", said)
             where = m.group(1) if m else "the repro folder"
-            self.call_from_thread(self.notify, f"repro: reproduced; wrote {where}", timeout=8)
+            self.call_from_thread(self._checked, checking, f"repro: reproduced; wrote {where}",
+                                  "information", 8)
         else:
             m = re.search(r"(did not reproduce: .*|graphdbg: .*)", said)
-            self.call_from_thread(self.notify, f"repro: {m.group(1) if m else said}"[:400],
-                                  severity="warning", timeout=10)
+            self.call_from_thread(self._checked, checking,
+                                  f"repro: {m.group(1) if m else said}"[:400], "warning", 10)
 
     def action_diff(self) -> None:
         """`d`: the diff view (another module, issue 10 §3): eager against
