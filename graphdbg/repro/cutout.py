@@ -1,0 +1,484 @@
+"""Graph breaks and recompiles cut out of the program (docs/repro.md): the
+smallest self-contained function with the break or the guard, from the run
+file's snapshot of the user's file, and its arguments rebuilt from what Dynamo
+recorded (its guards: tensors' shapes, dtypes, strides; Python values it
+specialised on). Never imports the user's module. Torch-free: reads the run
+file only."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from .plan import Plan, Refused
+
+_STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"math", "operator", "functools",
+                                                          "itertools", "collections", "zlib"}
+_BUILTINS = set(dir(builtins))
+_DROP_DECORATORS = ("torch.compile", "torch._dynamo", "torch.compiler")
+
+
+class NotCut(Exception):
+    """A function that cannot be cut out, with why."""
+
+
+# -- the function, from the snapshot ---------------------------------------------------
+
+@dataclass
+class Cut:
+    name: str
+    file: str
+    def_line: int             # the program's line of ``def``
+    params: list[tuple[str, bool]]  # (name, has a default)
+    text: str                 # import lines, helpers, the function (decorators dropped)
+    line_in_text: int | None  # the finding's line, counted in ``text`` (1-based)
+    function_lines: int       # the function's own lines
+    file_lines: int
+    helpers: list[str] = field(default_factory=list)
+
+
+def _allowed_module(mod: str) -> bool:
+    top = mod.split(".")[0]
+    return top == "torch" or top in _STDLIB
+
+
+def _module_names(tree: ast.Module) -> dict[str, tuple[str, ast.AST]]:
+    """Module-level bindings: name -> (kind, node); kind import/function/class/global."""
+    out: dict[str, tuple[str, ast.AST]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                name = a.asname or a.name.split(".")[0]
+                out[name] = ("import", ast.Import(names=[a]) if isinstance(node, ast.Import)
+                             else ast.ImportFrom(module=node.module, names=[a], level=node.level))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = ("function", node)
+        elif isinstance(node, ast.ClassDef):
+            out[node.name] = ("class", node)
+        else:
+            for t in ast.walk(node):
+                if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store):
+                    out.setdefault(t.id, ("global", node))
+    return out
+
+
+def _free_names(fn: ast.AST) -> list[str]:
+    """Names ``fn`` reads that it does not bind itself (its parameters, its
+    locals, its nested functions' too), in order of first use."""
+    bound: set[str] = set()
+    loads: list[str] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                if node.id not in loads:
+                    loads.append(node.id)
+            else:
+                bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not fn:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            raise NotCut(f"{getattr(fn, 'name', '?')} declares "
+                         f"{'global' if isinstance(node, ast.Global) else 'nonlocal'} "
+                         f"{', '.join(node.names)}")
+    return [n for n in loads if n not in bound and n not in _BUILTINS]
+
+
+def _decorators(fn, lines: list[str]) -> None:
+    for d in fn.decorator_list:
+        text = ast.get_source_segment("\n".join(lines), d) or ""
+        if not text.startswith(_DROP_DECORATORS):
+            raise NotCut(f"{fn.name} is decorated with @{text} (a decorator graphdbg cannot "
+                         f"carry into a standalone script)")
+
+
+def _self_use(fn) -> str:
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "self"):
+            return f"self.{node.attr}"
+    return "self"
+
+
+def _enclosing(tree: ast.Module, line: int) -> list[ast.AST]:
+    """The chain of function/class definitions around ``line``, outermost first."""
+    chain: list[ast.AST] = []
+    body = tree.body
+    while True:
+        for node in body:
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and node.lineno <= line <= (node.end_lineno or node.lineno)):
+                chain.append(node)
+                body = node.body
+                break
+        else:
+            return chain
+
+
+def _function_at(tree: ast.Module, name: str, def_line: int):
+    """The definition ``def name`` whose first line (or a decorator's) is ``def_line``."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            if first <= def_line <= node.lineno:
+                return node
+    return None
+
+
+def cut(source: str, file: str, fn_node, line: int | None) -> Cut:
+    """``fn_node`` of ``source`` cut out with what it needs, or NotCut."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    chain = _enclosing(tree, fn_node.lineno)
+    outer = [n for n in chain if n.lineno != fn_node.lineno]
+    if outer:
+        o = outer[-1]
+        if isinstance(o, ast.ClassDef):
+            first = fn_node.args.args[0].arg if fn_node.args.args else None
+            what = (f"it uses {_self_use(fn_node)} (an attribute of the object)"
+                    if first == "self" else "it belongs to the class")
+            raise NotCut(f"{fn_node.name} is a method of {o.name}"
+                         f"{' (an nn.Module)' if _is_module(o) else ''}: {what}, which a "
+                         f"standalone script would have to rebuild")
+        raise NotCut(f"{fn_node.name} is defined inside {o.name}: it may use {o.name}'s "
+                     f"locals (a closure), which a standalone script cannot rebuild")
+    names = _module_names(tree)
+    imports: list[str] = []
+    helpers: list[ast.AST] = []
+    seen = {fn_node.name}
+    todo = [fn_node]
+    while todo:
+        fn = todo.pop(0)
+        _decorators(fn, lines)
+        for n in _free_names(fn):
+            kind, node = names.get(n, (None, None))
+            where = f"{fn.name} uses {n}"
+            if kind is None:
+                raise NotCut(f"{where}, which is defined nowhere in {os.path.basename(file)} "
+                             f"(a star import or a name set at run time)")
+            if kind == "class":
+                raise NotCut(f"{where} (a class defined in your program)")
+            if kind == "global":
+                raise NotCut(f"{where} (a global variable of your program)")
+            if kind == "import":
+                mod = node.names[0].name if isinstance(node, ast.Import) else (node.module or "")
+                if getattr(node, "level", 0) or not _allowed_module(mod):
+                    raise NotCut(f"{where} (imported from {'.' * getattr(node, 'level', 0)}{mod}, "
+                                 f"which is neither torch nor the standard library)")
+                text = ast.unparse(node)
+                if text not in imports:
+                    imports.append(text)
+            elif kind == "function" and n not in seen:
+                seen.add(n)
+                helpers.append(node)
+                todo.append(node)
+    if "torch" not in {i.split()[1] for i in imports if i.startswith("import ")}:
+        imports.insert(0, "import torch")
+    head = "\n".join(imports) + "\n\n\n"
+    parts, at = [], head.count("\n")
+    for h in helpers:
+        body = "\n".join(lines[h.lineno - 1:h.end_lineno])
+        parts.append(body + "\n\n\n")
+        at += body.count("\n") + 3
+    body = "\n".join(lines[fn_node.lineno - 1:fn_node.end_lineno]) + "\n"
+    line_in_text = at + (line - fn_node.lineno) + 1 if line else None
+    a = fn_node.args
+    if a.vararg or a.kwarg:
+        raise NotCut(f"{fn_node.name} takes *{(a.vararg or a.kwarg).arg}: graphdbg rebuilds "
+                     f"named arguments only")
+    pos = a.posonlyargs + a.args
+    params = [(x.arg, i >= len(pos) - len(a.defaults)) for i, x in enumerate(pos)]
+    params += [(x.arg, d is not None) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    return Cut(fn_node.name, file, fn_node.lineno, params, head + "".join(parts) + body,
+               line_in_text, fn_node.end_lineno - fn_node.lineno + 1, len(lines),
+               [h.name for h in helpers])
+
+
+def _is_module(cls: ast.ClassDef) -> bool:
+    return any("Module" in ast.unparse(b) for b in cls.bases)
+
+
+# -- arguments, from Dynamo's guards ---------------------------------------------------
+
+_GUARD_MGR = re.compile(r"GuardManager: source=L\['(\w+)'\], .*?type=<class '([\w.]+)'>")
+_TENSOR = re.compile(r"TENSOR_MATCH: check_tensor\(L\['(\w+)'\], \w+, DispatchKeySet\(([^)]*)\), "
+                     r"torch\.(\w+), device=([^,]+), requires_grad=(\w+), size=\[([^\]]*)\], "
+                     r"stride=\[([^\]]*)\]\)")
+_EQUALS = re.compile(r"EQUALS_MATCH: L\['(\w+)'\] == (.+?)\s*(?:#.*)?$")
+_DYNAMIC = re.compile(r"hasattr\(L\['(\w+)'\], '_dynamo_dynamic_indices'\) == True")
+
+
+def _dims(text: str) -> list:
+    return [None if s.strip() == "None" else int(s) for s in text.split(",") if s.strip()]
+
+
+def args_of(guards: str | None) -> dict[str, dict]:
+    """{local name: spec} of a compile's guards on its frame's own locals:
+    {"tensor": {shape, stride, dtype, requires_grad, device, marked}} or
+    {"value": python literal} or {"none": True}."""
+    out: dict[str, dict] = {}
+    marked = set()
+    for ln in (guards or "").splitlines():
+        m = _GUARD_MGR.search(ln)
+        if m and m.group(2) == "NoneType":
+            out.setdefault(m.group(1), {"value": None})
+            continue
+        m = _TENSOR.search(ln)
+        if m:
+            name, keys, dtype, device, grad, size, stride = m.groups()
+            dev = "cuda" if "CUDA" in keys else "cpu"
+            out.setdefault(name, {"tensor": {"shape": _dims(size), "stride": _dims(stride),
+                                             "dtype": dtype, "requires_grad": grad == "True",
+                                             "device": dev}})
+            continue
+        m = _EQUALS.search(ln)
+        if m:
+            try:
+                out.setdefault(m.group(1), {"value": ast.literal_eval(m.group(2).strip())})
+            except (ValueError, SyntaxError):
+                pass
+            continue
+        m = _DYNAMIC.search(ln)
+        if m:
+            marked.add(m.group(1))
+    for name in marked:
+        if "tensor" in out.get(name, {}):
+            out[name]["tensor"]["marked"] = True
+    return out
+
+
+def _frame_compiles(compiles: list[dict], name: str, file: str, def_line: int) -> list[dict]:
+    base = os.path.basename(file)
+    resume = f"torch_dynamo_resume_in_{name}_at_"
+    return [c for c in compiles
+            if os.path.basename(c.get("co_filename") or "") == base
+            and (c.get("co_name") == name and c.get("co_firstlineno") == def_line
+                 or (c.get("co_name") or "").startswith(resume))]
+
+
+def _from_graphs(run, name: str, file: str) -> dict[str, dict]:
+    """Tensor arguments from graph placeholders (``L_x_``), where no guard named them."""
+    out: dict[str, dict] = {}
+    for g in run.graphs():
+        if g.function != name or g.file != file:
+            continue
+        for n in run.nodes(g.id):
+            if n.op != "placeholder":
+                continue
+            m = re.match(r"^L_(\w+?)_$", n.target or "")
+            shape = (n.shapes or [None])[0]
+            if m and isinstance(shape, list) and all(isinstance(s, int) for s in shape):
+                out.setdefault(m.group(1), {"tensor": {"shape": shape, "stride": None,
+                                                       "dtype": (n.dtypes or ["float32"])[0],
+                                                       "requires_grad": False, "device": "cpu"}})
+    return out
+
+
+def _call(c: Cut, found: dict[str, dict], number: int) -> dict[str, dict]:
+    call = {}
+    for p, has_default in c.params:
+        spec = found.get(p)
+        if spec is None:
+            if has_default:
+                continue
+            raise Refused(f"finding {number}: {c.name}'s argument {p!r} has no recorded value "
+                          f"(Dynamo put no guard on it and no graph read it), so a script "
+                          f"cannot rebuild the call")
+        call[p] = spec
+    return call
+
+
+# -- plans -----------------------------------------------------------------------------
+
+def _snapshot(run, file: str, number: int) -> str:
+    src = run.source(file) if file else None
+    if src is None:
+        raise Refused(f"finding {number}: the run file has no snapshot of "
+                      f"{os.path.basename(file or '?')}, so there is no source to cut out")
+    return src
+
+
+def reason_key(reason: str | None) -> str:
+    """A break reason's first line that says what broke (torch's gb_type),
+    past the generic 'Encountered graph break when attempting to trace ...'."""
+    for ln in (reason or "").splitlines():
+        ln = ln.strip()
+        if ln.startswith("Graph Break Reason:"):
+            ln = ln[len("Graph Break Reason:"):].strip()
+        if ln and not ln.startswith(("Encountered graph break", "Graph break in user code")):
+            return ln
+    return ""
+
+
+def graph_break(run, number: int, f) -> Plan:
+    if not f.file or not f.line:
+        raise Refused(f"finding {number} (graph_break) has no line in your code to cut out")
+    src = _snapshot(run, f.file, number)
+    tree = ast.parse(src)
+    compiles = run.compiles()
+    chain = [n for n in _enclosing(tree, f.line) if not isinstance(n, ast.ClassDef)]
+    if not chain:
+        raise Refused(f"finding {number}: line {f.line} is not inside a function")
+    # the innermost function first; then the one Dynamo compiled, if it is another
+    candidates = [chain[-1]]
+    by_id = {c["compile_id"]: c for c in compiles}
+    for cid in f.compile_ids:
+        c = by_id.get(cid) or {}
+        node = _function_at(tree, c.get("co_name") or "", c.get("co_firstlineno") or -1)
+        if node is not None and node not in candidates:
+            candidates.append(node)
+    whys = []
+    for node in candidates:
+        try:
+            c = cut(src, f.file, node, f.line if node.lineno <= f.line <= node.end_lineno else None)
+        except NotCut as exc:
+            whys.append(str(exc))
+            continue
+        if c.line_in_text is None:
+            whys.append(f"{node.name} does not contain line {f.line}")
+            continue
+        ours = _frame_compiles(compiles, c.name, f.file, c.def_line)
+        first = [x for x in ours if x["compile_id"] in f.compile_ids] + \
+                [x for x in ours if x["compile_id"] not in f.compile_ids]
+        found: dict[str, dict] = {}
+        for x in first:
+            for k, v in args_of(x.get("guards")).items():
+                found.setdefault(k, v)
+        for k, v in _from_graphs(run, c.name, f.file).items():
+            found.setdefault(k, v)
+        try:
+            call = _call(c, found, number)
+        except Refused as exc:
+            whys.append(str(exc).split(": ", 1)[1])
+            continue
+        key = (getattr(f.detail, "gb_type", None) or reason_key(f.reason))
+        spec = {"kind": "graph_break", "function": c.name, "text": c.text,
+                "line": c.line_in_text, "program_line": f.line, "reason": key,
+                "calls": [call], "file": os.path.basename(f.file)}
+        what = (f"Graph break at {os.path.basename(f.file)}:{f.line} ({key}): {c.name}() cut "
+                f"out of the file, {c.function_lines} of its {c.file_lines} lines"
+                + (f" (with {', '.join(c.helpers)})" if c.helpers else "") + ".")
+        return Plan(number, "graph_break", spec, b"", what, None)
+    raise Refused(f"finding {number} (graph break at {os.path.basename(f.file)}:{f.line}) cannot "
+                  f"be cut out: " + "; ".join(whys))
+
+
+# the failed guard, as torch words it: the line, without its compile id and comment
+def guard_key(reason: str | None) -> str:
+    first = (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
+    first = re.sub(r"^-?\s*\d+/\d+:\s*", "", first)
+    first = first.split("  #")[0]
+    return " ".join(first.split())
+
+
+_CHANGES = [
+    (re.compile(r"^tensor '(\w+)' size mismatch at index (\d+)\. expected \d+, actual (\d+)$"),
+     "size"),
+    (re.compile(r"^tensor '(\w+)' stride mismatch at index (\d+)\. expected \d+, actual (\d+)$"),
+     "stride"),
+    (re.compile(r"^tensor '(\w+)' dtype mismatch\. expected \w+, actual (\w+)$"), "dtype"),
+    (re.compile(r"^tensor '(\w+)' requires_grad mismatch\. expected requires_grad=(\d)$"), "grad"),
+    (re.compile(r"^(\w+) == (.+)$"), "value"),
+]
+_SCALAR_TYPES = {"Float": "float32", "Double": "float64", "Half": "float16",
+                 "BFloat16": "bfloat16", "Long": "int64", "Int": "int32", "Short": "int16",
+                 "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+
+
+def _changed(call: dict, key: str, actual: str | None, number: int) -> dict:
+    """The call after the guard's change (its arguments as the recompiling call had them)."""
+    import copy
+    new = copy.deepcopy(call)
+    for rx, kind in _CHANGES:
+        m = rx.match(key)
+        if not m:
+            continue
+        name = m.group(1)
+        if name not in new:
+            break
+        t = new[name].get("tensor")
+        if kind in ("size", "stride") and t:
+            t["shape" if kind == "size" else "stride"][int(m.group(2))] = int(m.group(3))
+            if kind == "size":
+                t["stride"] = None
+            return new
+        if kind == "dtype" and t and m.group(2) in _SCALAR_TYPES:
+            t["dtype"] = _SCALAR_TYPES[m.group(2)]
+            return new
+        if kind == "grad" and t:
+            t["requires_grad"] = m.group(2) != "1"
+            return new
+        if kind == "value" and "value" in new[name] and actual is not None:
+            try:
+                new[name] = {"value": ast.literal_eval(actual)}
+            except (ValueError, SyntaxError):
+                break
+            return new
+        break
+    raise Refused(f"finding {number}: graphdbg cannot tell the recompiling call's arguments "
+                  f"from the failed guard `{key}`")
+
+
+def recompile(run, number: int, f) -> Plan:
+    d = f.detail
+    name, def_line = getattr(d, "function", None), getattr(d, "def_line", None)
+    events = getattr(d, "events", None) or []
+    if not name or not def_line or not events:
+        raise Refused(f"finding {number} (recompile) does not name the function recompiled")
+    def_file = getattr(d, "def_file", None) or ""
+    files = [p for p in [f.file] + [fr.file for fr in (f.stack or ())] + run.source_files()
+             if p and os.path.basename(p) == os.path.basename(def_file)]
+    src = None
+    for p in files:
+        text = run.source(p)
+        if text is not None:
+            node = _function_at(ast.parse(text), name, def_line)
+            if node is not None:
+                src, file = text, p
+                break
+    if src is None:
+        raise Refused(f"finding {number}: the run file has no snapshot of {def_file} with "
+                      f"{name}() at line {def_line}")
+    try:
+        c = cut(src, file, node, f.line if f.file == file and node.lineno <= (f.line or 0)
+                <= node.end_lineno else None)
+    except NotCut as exc:
+        raise Refused(f"finding {number} (recompile of {name}()) cannot be cut out: {exc}")
+    cid = events[0]["compile_id"]
+    frame, k = cid.split("/")[0], int(cid.split("/")[1])
+    by_id = {x["compile_id"]: x for x in run.compiles()}
+    if k != 1:
+        raise Refused(f"finding {number}: its first recompile is {name}()'s compile {k + 1}; "
+                      f"graphdbg cuts out a frame's first recompile only (the calls before "
+                      f"it are not all recorded)")
+    first = by_id.get(f"{frame}/0")
+    if first is None or not first.get("guards"):
+        raise Refused(f"finding {number}: the guards of {name}()'s first compile were not "
+                      f"recorded")
+    reasons = events[0].get("reasons") or []
+    key = guard_key(reasons[0] if reasons else getattr(d, "guard", ""))
+    found = args_of(first["guards"])
+    call1 = _call(c, found, number)
+    changes = getattr(d, "changes", None) or []
+    actual = changes[0].get("actual") if changes else None
+    call2 = _changed(call1, key, actual, number)
+    dynamic = any(v.get("tensor") and None in v["tensor"]["shape"] and not v["tensor"].get("marked")
+                  for v in call1.values())
+    spec = {"kind": "recompile", "function": c.name, "text": c.text, "guard": key,
+            "calls": [call1, call2], "dynamic": dynamic, "file": os.path.basename(file),
+            "line": c.line_in_text, "program_line": def_line}
+    storm = getattr(d, "frame_recompiles", None) or f.count or 1
+    what = (f"Recompile of {c.name}() ({os.path.basename(file)}:{def_line}), failed guard "
+            f"`{key}`: {c.name}() cut out of the file, {c.function_lines} of its "
+            f"{c.file_lines} lines" + (f" (with {', '.join(c.helpers)})" if c.helpers else "")
+            + (f"; the first of its {storm} recompiles" if storm > 1 else "") + ".")
+    return Plan(number, "recompile", spec, b"", what, None)
