@@ -184,13 +184,13 @@ def cut(source: str, file: str, fn_node, line: int | None) -> Cut:
     if "torch" not in {i.split()[1] for i in imports if i.startswith("import ")}:
         imports.insert(0, "import torch")
     head = "\n".join(imports) + "\n\n\n"
-    parts, at = [], head.count("\n")
-    for h in helpers:
+    parts, at, line_in_text = [], head.count("\n"), None
+    for h in helpers + [fn_node]:  # verbatim, decorators left out; the finding's line found
         body = "\n".join(lines[h.lineno - 1:h.end_lineno])
-        parts.append(body + "\n\n\n")
+        if line and h.lineno <= line <= h.end_lineno:
+            line_in_text = at + (line - h.lineno) + 1
+        parts.append(body + ("\n\n\n" if h is not fn_node else "\n"))
         at += body.count("\n") + 3
-    body = "\n".join(lines[fn_node.lineno - 1:fn_node.end_lineno]) + "\n"
-    line_in_text = at + (line - fn_node.lineno) + 1 if line else None
     a = fn_node.args
     if a.vararg or a.kwarg:
         raise NotCut(f"{fn_node.name} takes *{(a.vararg or a.kwarg).arg}: graphdbg rebuilds "
@@ -198,7 +198,7 @@ def cut(source: str, file: str, fn_node, line: int | None) -> Cut:
     pos = a.posonlyargs + a.args
     params = [(x.arg, i >= len(pos) - len(a.defaults)) for i, x in enumerate(pos)]
     params += [(x.arg, d is not None) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
-    return Cut(fn_node.name, file, fn_node.lineno, params, head + "".join(parts) + body,
+    return Cut(fn_node.name, file, fn_node.lineno, params, head + "".join(parts),
                line_in_text, fn_node.end_lineno - fn_node.lineno + 1, len(lines),
                [h.name for h in helpers])
 
@@ -224,13 +224,18 @@ def _dims(text: str) -> list:
 def args_of(guards: str | None) -> dict[str, dict]:
     """{local name: spec} of a compile's guards on its frame's own locals:
     {"tensor": {shape, stride, dtype, requires_grad, device, marked}} or
-    {"value": python literal} or {"none": True}."""
+    {"value": python literal} or {"unknown": type name} (guarded on, value not
+    recorded)."""
     out: dict[str, dict] = {}
-    marked = set()
+    marked, seen = set(), {}
     for ln in (guards or "").splitlines():
         m = _GUARD_MGR.search(ln)
-        if m and m.group(2) == "NoneType":
-            out.setdefault(m.group(1), {"value": None})
+        if m:
+            typ = m.group(2)
+            if typ == "NoneType":
+                out.setdefault(m.group(1), {"value": None})
+            else:
+                seen.setdefault(m.group(1), typ.rpartition(".")[2])
             continue
         m = _TENSOR.search(ln)
         if m:
@@ -253,6 +258,8 @@ def args_of(guards: str | None) -> dict[str, dict]:
     for name in marked:
         if "tensor" in out.get(name, {}):
             out[name]["tensor"]["marked"] = True
+    for name, typ in seen.items():  # guarded on, but not on a value a script can rebuild
+        out.setdefault(name, {"unknown": typ})
     return out
 
 
@@ -283,16 +290,42 @@ def _from_graphs(run, name: str, file: str) -> dict[str, dict]:
     return out
 
 
+def _sized(call: dict[str, dict]) -> dict[str, dict]:
+    """Dynamic sizes (None in a guard) given values: distinct, at least 2,
+    unlike any other size (so duck sizing adds no equality of its own)."""
+    used = {s for v in call.values() if "tensor" in v for s in v["tensor"]["shape"]
+            if isinstance(s, int)}
+    n = 5
+    for v in call.values():
+        t = v.get("tensor")
+        if not t:
+            continue
+        if None in t["shape"]:
+            t["dynamic"] = [i for i, s in enumerate(t["shape"]) if s is None]
+        for i, s in enumerate(t["shape"]):
+            if s is None:
+                while n in used:
+                    n += 1
+                t["shape"][i] = n
+                used.add(n)
+                t["stride"] = None
+    return call
+
+
 def _call(c: Cut, found: dict[str, dict], number: int) -> dict[str, dict]:
+    """The call's arguments. One Dynamo never guarded on was not read by the
+    traced code: the script passes None (or leaves its default)."""
     call = {}
     for p, has_default in c.params:
         spec = found.get(p)
         if spec is None:
-            if has_default:
-                continue
-            raise Refused(f"finding {number}: {c.name}'s argument {p!r} has no recorded value "
-                          f"(Dynamo put no guard on it and no graph read it), so a script "
-                          f"cannot rebuild the call")
+            if not has_default:
+                call[p] = {"value": None, "unread": True}
+            continue
+        if "unknown" in spec:
+            raise Refused(f"finding {number}: {c.name}'s argument {p!r} (a {spec['unknown']}) "
+                          f"was guarded on by Dynamo but its value was not recorded, so a "
+                          f"script cannot rebuild the call")
         call[p] = spec
     return call
 
@@ -339,12 +372,12 @@ def graph_break(run, number: int, f) -> Plan:
     whys = []
     for node in candidates:
         try:
-            c = cut(src, f.file, node, f.line if node.lineno <= f.line <= node.end_lineno else None)
+            c = cut(src, f.file, node, f.line)
         except NotCut as exc:
             whys.append(str(exc))
             continue
         if c.line_in_text is None:
-            whys.append(f"{node.name} does not contain line {f.line}")
+            whys.append(f"{node.name} and what it calls do not contain line {f.line}")
             continue
         ours = _frame_compiles(compiles, c.name, f.file, c.def_line)
         first = [x for x in ours if x["compile_id"] in f.compile_ids] + \
@@ -356,7 +389,7 @@ def graph_break(run, number: int, f) -> Plan:
         for k, v in _from_graphs(run, c.name, f.file).items():
             found.setdefault(k, v)
         try:
-            call = _call(c, found, number)
+            call = _sized(_call(c, found, number))
         except Refused as exc:
             whys.append(str(exc).split(": ", 1)[1])
             continue
@@ -387,6 +420,8 @@ _CHANGES = [
      "stride"),
     (re.compile(r"^tensor '(\w+)' dtype mismatch\. expected \w+, actual (\w+)$"), "dtype"),
     (re.compile(r"^tensor '(\w+)' requires_grad mismatch\. expected requires_grad=(\d)$"), "grad"),
+    (re.compile(r"^(\d+) <= (\w+)\.size\(\)\[(\d+)\]$"), "below"),
+    (re.compile(r"^(\w+)\.size\(\)\[(\d+)\] <= (\d+)$"), "above"),
     (re.compile(r"^(\w+) == (.+)$"), "value"),
 ]
 _SCALAR_TYPES = {"Float": "float32", "Double": "float64", "Half": "float16",
@@ -402,6 +437,17 @@ def _changed(call: dict, key: str, actual: str | None, number: int) -> dict:
         m = rx.match(key)
         if not m:
             continue
+        if kind == "below":  # a dynamic size's lower bound failed: the size was below it
+            m = re.match(r"^(\d+) <= (\w+)\.size\(\)\[(\d+)\]$", key)
+            name, i, size = m.group(2), int(m.group(3)), int(m.group(1)) - 1
+        elif kind == "above":
+            name, i, size = m.group(1), int(m.group(2)), int(m.group(3)) + 1
+        if kind in ("below", "above"):
+            t = (new.get(name) or {}).get("tensor")
+            if t is None or size < 0:
+                break
+            t["shape"][i], t["stride"] = size, None
+            return new
         name = m.group(1)
         if name not in new:
             break
@@ -449,8 +495,7 @@ def recompile(run, number: int, f) -> Plan:
         raise Refused(f"finding {number}: the run file has no snapshot of {def_file} with "
                       f"{name}() at line {def_line}")
     try:
-        c = cut(src, file, node, f.line if f.file == file and node.lineno <= (f.line or 0)
-                <= node.end_lineno else None)
+        c = cut(src, file, node, f.line if f.file == file else None)
     except NotCut as exc:
         raise Refused(f"finding {number} (recompile of {name}()) cannot be cut out: {exc}")
     cid = events[0]["compile_id"]
@@ -467,11 +512,11 @@ def recompile(run, number: int, f) -> Plan:
     reasons = events[0].get("reasons") or []
     key = guard_key(reasons[0] if reasons else getattr(d, "guard", ""))
     found = args_of(first["guards"])
-    call1 = _call(c, found, number)
+    call1 = _sized(_call(c, found, number))
     changes = getattr(d, "changes", None) or []
     actual = changes[0].get("actual") if changes else None
     call2 = _changed(call1, key, actual, number)
-    dynamic = any(v.get("tensor") and None in v["tensor"]["shape"] and not v["tensor"].get("marked")
+    dynamic = any(v.get("tensor") and v["tensor"].get("dynamic") and not v["tensor"].get("marked")
                   for v in call1.values())
     spec = {"kind": "recompile", "function": c.name, "text": c.text, "guard": key,
             "calls": [call1, call2], "dynamic": dynamic, "file": os.path.basename(file),

@@ -28,11 +28,12 @@ import torch  # noqa: E402,F811
 
 def make(spec):
     """An argument as the program passed it: a tensor of the recorded shape,
-    stride, dtype (random values), or the Python value Dynamo specialised on."""
+    stride, dtype (random values), or the Python value Dynamo specialised on;
+    None for one Dynamo did not read before the break ("unread")."""
     if "tensor" not in spec:
         return spec["value"]
     t = spec["tensor"]
-    shape = [8 if s is None else s for s in t["shape"]]  # a dynamic size: any size >= 2
+    shape = t["shape"]
     dtype = getattr(torch, t["dtype"])
     stride = t.get("stride")
     if stride is None or None in stride:
@@ -40,10 +41,9 @@ def make(spec):
     else:
         x = torch.empty_strided(shape, stride, dtype=dtype, device=t.get("device", "cpu"))
     x = x.normal_() if dtype.is_floating_point else x.random_(0, 4) if dtype != torch.bool else x.fill_(True)
-    if t.get("marked"):
-        for i, s in enumerate(t["shape"]):
-            if s is None:
-                torch._dynamo.mark_dynamic(x, i)
+    if t.get("marked"):  # the program marked these sizes dynamic
+        for i in t.get("dynamic", []):
+            torch._dynamo.mark_dynamic(x, i)
     return x.requires_grad_(t.get("requires_grad", False)) if dtype.is_floating_point else x
 
 
@@ -55,10 +55,10 @@ class Log(logging.Handler):
         self.messages = []
         torch._logging.set_logs(**{{artifact: True}})
         self.logger = logging.getLogger(logger)
-        for h in list(self.logger.handlers):  # ours only: not printed to stderr as well
-            self.logger.removeHandler(h)
         self.logger.addHandler(self)
-        self.logger.propagate = False
+        for name in ("torch", "torch._dynamo"):  # collected here, not printed to stderr too
+            for h in logging.getLogger(name).handlers:
+                h.addFilter(lambda r: r.name != logger)
 
     def emit(self, record):
         self.messages.append(record.getMessage())
@@ -87,19 +87,24 @@ def main():
     args = {{k: make(v) for k, v in CALL.items()}}
     print(f"compiling {{FUNCTION}}() as the program did (backend eager), reading torch's graph-break log")
     log = Log("graph_breaks", "torch._dynamo.symbolic_convert.__graph_breaks")
+    failed = None
     try:
         torch.compile({function}, backend="eager")(**args)
-    except Exception as exc:
-        print(f"the call failed: {{type(exc).__name__}}: {{(str(exc).splitlines() or [''])[0]}}")
-        return 2
+    except Exception as exc:  # after the break, maybe: an argument passed as None (see make)
+        failed = f"{{type(exc).__name__}}: {{(str(exc).splitlines() or [''])[0]}}"
     seen = []
     for m in log.messages:
         at = m.splitlines()[0].rpartition(":")[2]
         seen.append((key(m), int(at) if at.isdigit() else None))
         print(f"graph break at line {{seen[-1][1]}}: {{seen[-1][0]}}")
     if EXPECTED in seen:
+        if failed:
+            print(f"(the call failed after the break: {{failed}})")
         print("REPRODUCED: the same graph break at the same line as in the program")
         return 1
+    if failed:
+        print(f"the call failed: {{failed}}")
+        return 2
     if not seen:
         print("no graph break: the whole function compiled into one graph (the problem is gone)")
         return 0
