@@ -300,7 +300,8 @@ class GraphdbgApp(App):
             return self.screen.graph.id
         return self.graph_list[0].id if len(self.graph_list) == 1 else None
 
-    REPRO_KINDS: ClassVar[tuple[str, ...]] = ("divergence", "compile_error", "malformed_graph")
+    REPRO_KINDS: ClassVar[tuple[str, ...]] = ("divergence", "compile_error", "malformed_graph",
+                                              "graph_break", "recompile")
 
     def action_repro(self) -> None:
         """`r` on a problem: `graphdbg repro RUN N` in a worker (a fresh
@@ -311,7 +312,8 @@ class GraphdbgApp(App):
             return
         if item.kind not in self.REPRO_KINDS:
             self.notify(f"no repro for a {item.kind}: graphdbg repro makes scripts of divergences, "
-                        f"compile errors and malformed graphs", severity="warning", timeout=4)
+                        f"compile errors, malformed graphs, graph breaks and recompiles",
+                        severity="warning", timeout=4)
             return
         run = self.current_run()
         ids = [f.id for f in self.runs[run].findings()]
