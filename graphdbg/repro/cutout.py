@@ -33,6 +33,7 @@ class Cut:
     name: str
     file: str
     def_line: int             # the program's line of ``def``
+    first_line: int           # its first decorator's, where it has one
     params: list[tuple[str, bool]]  # (name, has a default)
     text: str                 # import lines, helpers, the function (decorators dropped)
     line_in_text: int | None  # the finding's line, counted in ``text`` (1-based)
@@ -198,7 +199,8 @@ def cut(source: str, file: str, fn_node, line: int | None) -> Cut:
     pos = a.posonlyargs + a.args
     params = [(x.arg, i >= len(pos) - len(a.defaults)) for i, x in enumerate(pos)]
     params += [(x.arg, d is not None) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
-    return Cut(fn_node.name, file, fn_node.lineno, params, head + "".join(parts),
+    first = min([fn_node.lineno] + [d.lineno for d in fn_node.decorator_list])
+    return Cut(fn_node.name, file, fn_node.lineno, first, params, head + "".join(parts),
                line_in_text, fn_node.end_lineno - fn_node.lineno + 1, len(lines),
                [h.name for h in helpers])
 
@@ -263,12 +265,14 @@ def args_of(guards: str | None) -> dict[str, dict]:
     return out
 
 
-def _frame_compiles(compiles: list[dict], name: str, file: str, def_line: int) -> list[dict]:
+def _frame_compiles(compiles: list[dict], name: str, file: str, def_lines) -> list[dict]:
+    """The compiles of function ``name`` (its first line, with or without its
+    decorators, in ``def_lines``) and of the resume functions after its breaks."""
     base = os.path.basename(file)
     resume = f"torch_dynamo_resume_in_{name}_at_"
     return [c for c in compiles
             if os.path.basename(c.get("co_filename") or "") == base
-            and (c.get("co_name") == name and c.get("co_firstlineno") == def_line
+            and (c.get("co_name") == name and c.get("co_firstlineno") in def_lines
                  or (c.get("co_name") or "").startswith(resume))]
 
 
@@ -379,7 +383,7 @@ def graph_break(run, number: int, f) -> Plan:
         if c.line_in_text is None:
             whys.append(f"{node.name} and what it calls do not contain line {f.line}")
             continue
-        ours = _frame_compiles(compiles, c.name, f.file, c.def_line)
+        ours = _frame_compiles(compiles, c.name, f.file, (c.def_line, c.first_line))
         first = [x for x in ours if x["compile_id"] in f.compile_ids] + \
                 [x for x in ours if x["compile_id"] not in f.compile_ids]
         found: dict[str, dict] = {}
@@ -411,6 +415,11 @@ def guard_key(reason: str | None) -> str:
     first = re.sub(r"^-?\s*\d+/\d+:\s*", "", first)
     first = first.split("  #")[0]
     return " ".join(first.split())
+
+
+def _shape_of(key: str) -> str:
+    """A guard's text without its numbers (one guard failing on other values)."""
+    return re.sub(r"\d+(\.\d+)?", "N", key)
 
 
 _CHANGES = [
@@ -499,18 +508,23 @@ def recompile(run, number: int, f) -> Plan:
     except NotCut as exc:
         raise Refused(f"finding {number} (recompile of {name}()) cannot be cut out: {exc}")
     cid = events[0]["compile_id"]
-    frame, k = cid.split("/")[0], int(cid.split("/")[1])
+    frame = cid.split("/")[0]
     by_id = {x["compile_id"]: x for x in run.compiles()}
-    if k != 1:
-        raise Refused(f"finding {number}: its first recompile is {name}()'s compile {k + 1}; "
-                      f"graphdbg cuts out a frame's first recompile only (the calls before "
-                      f"it are not all recorded)")
+    reasons = events[0].get("reasons") or []
+    key = guard_key(reasons[0] if reasons else getattr(d, "guard", ""))
+    # a storm (the finding keeps its last events only): its function's first recompile, when
+    # that one failed on the same guard (the values in it aside)
+    second = (by_id.get(f"{frame}/1") or {}).get("recompile_reason")
+    if second and _shape_of(guard_key(second)) == _shape_of(key):
+        key = guard_key(second)
+    elif cid.split("/")[1] != "1":
+        raise Refused(f"finding {number}: {name}()'s first recompile failed on another guard "
+                      f"than this finding's; graphdbg cuts out a function's first recompile "
+                      f"only (the calls before the later ones are not all recorded)")
     first = by_id.get(f"{frame}/0")
     if first is None or not first.get("guards"):
         raise Refused(f"finding {number}: the guards of {name}()'s first compile were not "
                       f"recorded")
-    reasons = events[0].get("reasons") or []
-    key = guard_key(reasons[0] if reasons else getattr(d, "guard", ""))
     found = args_of(first["guards"])
     call1 = _sized(_call(c, found, number))
     changes = getattr(d, "changes", None) or []

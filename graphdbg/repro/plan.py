@@ -1,6 +1,7 @@
 """Which finding, and what its repro is made of: the spec recorded at check
 time (the run file's ``tensors`` row ``repro:...``), or, for a compile error
-Dynamo raised after the backend took the graph, the graph's recorded nodes.
+Dynamo raised after the backend took the graph, the graph's recorded nodes;
+graph breaks and recompiles are cut out of the source by ``cutout.py``.
 Torch-free: reads the run file only."""
 
 from __future__ import annotations
