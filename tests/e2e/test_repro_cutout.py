@@ -129,3 +129,116 @@ def test_sample_module_recompile_refused(runs, tmp_path):
     p = repro(run, number(run, "recompile", "forward"), tmp_path / "bug")
     assert p.returncode == 1, p.stderr
     assert "forward is a method of Classifier (an nn.Module)" in p.stderr, p.stderr
+
+
+# -- the cut itself, on source text (no torch, no run) ---------------------------------
+
+SOURCE = '''
+import os
+import numpy as np
+import torch.nn.functional as F
+from torch import nn
+from .sibling import thing
+SCALE = 2.0
+
+
+def helper(x):
+    return F.relu(x)
+
+
+def uses_helper(x, k=3):
+    out = [helper(v) for v in x.unbind(0)]
+    return torch_free(out, k)
+
+
+def torch_free(out, k):
+    return sum(out) * k
+
+
+def reads_global(x):
+    return x * SCALE
+
+
+def uses_numpy(x):
+    return np.asarray(x)
+
+
+def relative(x):
+    return thing(x)
+
+
+def outer(x):
+    def inner(y):
+        return y + x
+    return inner(x)
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        return self.fc(x)
+
+
+def uses_class(x):
+    return Net()(x)
+
+
+def star(*xs):
+    return xs
+'''
+
+
+def _cut(name: str):
+    import ast as _ast
+
+    from graphdbg.repro.cutout import cut
+    tree = _ast.parse(SOURCE)
+    node = next(n for n in _ast.walk(tree)
+                if isinstance(n, _ast.FunctionDef) and n.name == name)
+    return cut(SOURCE, "/x/prog.py", node, node.lineno + 1)
+
+
+def test_cut_carries_self_contained_helpers_and_torch_imports():
+    c = _cut("uses_helper")
+    assert sorted(c.helpers) == ["helper", "torch_free"]
+    assert "import torch.nn.functional as F" in c.text and "numpy" not in c.text
+    assert c.params == [("x", False), ("k", True)]
+    assert c.text.splitlines()[c.line_in_text - 1].strip().startswith("out = [helper(v)")
+    compile(c.text, "repro.py", "exec")
+
+
+@pytest.mark.parametrize("name, why", [
+    ("reads_global", "reads_global uses SCALE (a global variable of your program)"),
+    ("uses_numpy", "uses_numpy uses np (imported from numpy, which is neither torch nor"),
+    ("relative", "relative uses thing (imported from .sibling"),
+    ("inner", "inner is defined inside outer: it may use outer's locals (a closure)"),
+    ("forward", "forward is a method of Net (an nn.Module): it uses self.fc"),
+    ("uses_class", "uses_class uses Net (a class defined in your program)"),
+    ("star", "star takes *xs"),
+])
+def test_cut_refuses_what_depends_on_the_program(name, why):
+    from graphdbg.repro.cutout import NotCut
+    with pytest.raises(NotCut) as e:
+        _cut(name)
+    assert why in str(e.value), str(e.value)
+
+
+def test_arguments_from_guards_and_the_failed_guards_change():
+    from graphdbg.repro.cutout import _changed, args_of, guard_key
+    guards = """
+| +- GuardManager: source=L['x'], accessed_by=FrameLocalsGuardAccessor(key='x', framelocals_idx=0), type=<class 'torch.Tensor'>, tag_safe=(False, False)
+| | +- TENSOR_MATCH: check_tensor(L['x'], Tensor, DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU), torch.float16, device=None, requires_grad=False, size=[4, None], stride=[16, 1])  # y = x  # p.py:3 in f
+| +- GuardManager: source=L['name'], accessed_by=FrameLocalsGuardAccessor(key='name', framelocals_idx=1), type=<class 'str'>, tag_safe=(False, False)
+| | +- EQUALS_MATCH: L['name'] == 'a b'                                   # p.py:3 in f
+| +- GuardManager: source=L['m'], accessed_by=FrameLocalsGuardAccessor(key='m', framelocals_idx=2), type=<class 'NoneType'>, tag_safe=(False, False)
+| +- GuardManager: source=L['flag'], accessed_by=FrameLocalsGuardAccessor(key='flag', framelocals_idx=3), type=<class 'bool'>, tag_safe=(False, False)
+"""
+    found = args_of(guards)
+    assert found["x"]["tensor"]["shape"] == [4, None] and found["x"]["tensor"]["dtype"] == "float16"
+    assert found["name"] == {"value": "a b"} and found["m"] == {"value": None}
+    assert found["flag"] == {"unknown": "bool"}
+    key = guard_key("3/0: tensor 'x' dtype mismatch. expected Half, actual Float  # y = x")
+    assert key == "tensor 'x' dtype mismatch. expected Half, actual Float"
+    call = {"x": {"tensor": {"shape": [4, 5], "stride": None, "dtype": "float16"}}}
+    assert _changed(call, key, None, 1)["x"]["tensor"]["dtype"] == "float32"
+    assert _changed(call, "1 <= x.size()[1]", None, 1)["x"]["tensor"]["shape"] == [4, 0]
+    assert _changed({"n": {"value": 2}}, "n == 2", "3", 1) == {"n": {"value": 3}}
