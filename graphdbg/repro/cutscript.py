@@ -26,7 +26,7 @@ import sys  # noqa: E402
 import torch  # noqa: E402,F811
 
 
-def make(spec):
+def _make(spec):
     """An argument as the program passed it: a tensor of the recorded shape,
     stride, dtype (random values), or the Python value Dynamo specialised on;
     None for one Dynamo did not read before the break ("unread")."""
@@ -47,7 +47,7 @@ def make(spec):
     return x.requires_grad_(t.get("requires_grad", False)) if dtype.is_floating_point else x
 
 
-class Log(logging.Handler):
+class _Log(logging.Handler):
     """Collects one of torch's log artifacts (the text TORCH_LOGS would print)."""
 
     def __init__(self, artifact, logger):
@@ -64,7 +64,7 @@ class Log(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def key(reason):
+def _key(reason):
     """What broke: the reason's first line past 'Encountered graph break ...'."""
     for line in reason.splitlines():
         line = line.strip()
@@ -82,20 +82,20 @@ EXPECTED = ({reason!r}, {line})  # the break's reason, and its line in this file
 CALL = {call!r}
 
 
-def main():
+def _main():
     torch.manual_seed(0)
-    args = {{k: make(v) for k, v in CALL.items()}}
+    args = {{k: _make(v) for k, v in CALL.items()}}
     print(f"compiling {{FUNCTION}}() as the program did (backend eager), reading torch's graph-break log")
-    log = Log("graph_breaks", "torch._dynamo.symbolic_convert.__graph_breaks")
+    log = _Log("graph_breaks", "torch._dynamo.symbolic_convert.__graph_breaks")
     failed = None
     try:
         torch.compile({function}, backend="eager")(**args)
-    except Exception as exc:  # after the break, maybe: an argument passed as None (see make)
+    except Exception as exc:  # after the break, maybe: an argument passed as None (see _make)
         failed = f"{{type(exc).__name__}}: {{(str(exc).splitlines() or [''])[0]}}"
     seen = []
     for m in log.messages:
         at = m.splitlines()[0].rpartition(":")[2]
-        seen.append((key(m), int(at) if at.isdigit() else None))
+        seen.append((_key(m), int(at) if at.isdigit() else None))
         print(f"graph break at line {{seen[-1][1]}}: {{seen[-1][0]}}")
     if EXPECTED in seen:
         if failed:
@@ -113,7 +113,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())
 '''
 
 _RECOMPILE_MAIN = '''
@@ -123,27 +123,27 @@ EXPECTED = {guard!r}  # the guard that failed in the program
 CALLS = {calls!r}  # the call compiled first, then the one that recompiled it
 
 
-def guard(reason):
+def _guard(reason):
     """A failed guard as torch words it: without its compile id and comment."""
     import re
     line = re.sub(r"^-?\\s*\\d+/\\d+:\\s*", "", reason.strip()).split("  #")[0]
     return " ".join(line.split())
 
 
-def main():
+def _main():
     torch.manual_seed(0)
-    log = Log("recompiles", "torch._dynamo.guards.__recompiles")
+    log = _Log("recompiles", "torch._dynamo.guards.__recompiles")
     compiled = torch.compile({function}, backend="eager"{dynamic})
     for i, call in enumerate(CALLS, 1):
         print(f"call {{i}}: " + ", ".join(
             f"{{k}}={{tuple(v['tensor']['shape']) if 'tensor' in v else v['value']!r}}"
             for k, v in call.items()))
-        compiled(**{{k: make(v) for k, v in call.items()}})
+        compiled(**{{k: _make(v) for k, v in call.items()}})
     failed = []
     for m in log.messages:
         lines = [ln.strip() for ln in m.splitlines()]
         if f"Recompiling function {{FUNCTION}} " in lines[0] + " ":
-            failed += [guard(ln[1:]) for ln in lines[2:] if ln.startswith("- ") and "/" in ln[:8]]
+            failed += [_guard(ln[1:]) for ln in lines[2:] if ln.startswith("- ") and "/" in ln[:8]]
     for g in failed:
         print(f"recompiled: guard failed: {{g}}")
     if EXPECTED in failed:
@@ -157,7 +157,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())
 '''
 
 
