@@ -72,7 +72,12 @@ def _free_names(fn: ast.AST) -> list[str]:
     locals, its nested functions' too), in order of first use."""
     bound: set[str] = set()
     loads: list[str] = []
+    # annotations are not evaluated (the script starts `from __future__ import annotations`)
+    notes = [getattr(n, k, None) for n in ast.walk(fn) for k in ("annotation", "returns")]
+    skip = {id(x) for a in notes if a is not None for x in ast.walk(a)}
     for node in ast.walk(fn):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.arg):
             bound.add(node.arg)
         elif isinstance(node, ast.Name):
@@ -184,7 +189,7 @@ def cut(source: str, file: str, fn_node, line: int | None) -> Cut:
                 todo.append(node)
     if "torch" not in {i.split()[1] for i in imports if i.startswith("import ")}:
         imports.insert(0, "import torch")
-    head = "\n".join(imports) + "\n\n\n"
+    head = "\n".join(["from __future__ import annotations", ""] + imports) + "\n\n\n"
     parts, at, line_in_text = [], head.count("\n"), None
     for h in helpers + [fn_node]:  # verbatim, decorators left out; the finding's line found
         body = "\n".join(lines[h.lineno - 1:h.end_lineno])
