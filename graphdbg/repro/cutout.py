@@ -216,12 +216,19 @@ def _is_module(cls: ast.ClassDef) -> bool:
 
 # -- arguments, from Dynamo's guards ---------------------------------------------------
 
-_GUARD_MGR = re.compile(r"GuardManager: source=L\['(\w+)'\], .*?type=<class '([\w.]+)'>")
-_TENSOR = re.compile(r"TENSOR_MATCH: check_tensor\(L\['(\w+)'\], \w+, DispatchKeySet\(([^)]*)\), "
+_SRC = r"L\['(\w+)'\](?:\[(\d+)\])?"   # a local, or an item of a local list/tuple
+_GUARD_MGR = re.compile(r"GuardManager: source=" + _SRC + r", .*?type=<class '([\w.]+)'>")
+_TENSOR = re.compile(r"TENSOR_MATCH: check_tensor\(" + _SRC + r", \w+, DispatchKeySet\(([^)]*)\), "
                      r"torch\.(\w+), device=([^,]+), requires_grad=(\w+), size=\[([^\]]*)\], "
                      r"stride=\[([^\]]*)\]\)")
-_EQUALS = re.compile(r"EQUALS_MATCH: L\['(\w+)'\] == (.+?)\s*(?:#.*)?$")
-_DYNAMIC = re.compile(r"hasattr\(L\['(\w+)'\], '_dynamo_dynamic_indices'\) == True")
+_EQUALS = re.compile(r"EQUALS_MATCH: " + _SRC + r" == (.+?)\s*(?:#.*)?$")
+_ID = re.compile(r"ID_MATCH: ___check_obj_id\(L\['(\w+)'\],")
+_LENGTH = re.compile(r"LENGTH_CHECK: len\(L\['(\w+)'\]\) == (\d+)")
+# sizes the program marked dynamic (torch._dynamo.mark_dynamic): a guard on the marks
+_DYNAMIC = re.compile(r"getattr\(L\['(\w+)'\], '_dynamo_dynamic_indices'|"
+                      r"hasattr\(L\['(\w+)'\], '_dynamo_dynamic_indices'\) == True")
+# a value Dynamo checked the type of only (its value did not shape the trace): any will do
+_ANY = {"bool": False, "int": 2, "float": 2.0, "str": ""}
 
 
 def _dims(text: str) -> list:
@@ -230,43 +237,62 @@ def _dims(text: str) -> list:
 
 def args_of(guards: str | None) -> dict[str, dict]:
     """{local name: spec} of a compile's guards on its frame's own locals:
-    {"tensor": {shape, stride, dtype, requires_grad, device, marked}} or
-    {"value": python literal} or {"unknown": type name} (guarded on, value not
-    recorded)."""
-    out: dict[str, dict] = {}
-    marked, seen = set(), {}
+    {"tensor": {shape, stride, dtype, requires_grad, device, marked}},
+    {"value": python literal} (``"any": True`` where only its type was
+    checked), {"seq": "list"|"tuple", "items": [spec, ...]}, or
+    {"unknown": type name} (guarded on, value not recorded)."""
+    types: dict[tuple, str] = {}
+    found: dict[tuple, dict] = {}
+    marked, ids, lengths = set(), set(), {}
     for ln in (guards or "").splitlines():
         m = _GUARD_MGR.search(ln)
         if m:
-            typ = m.group(2)
-            if typ == "NoneType":
-                out.setdefault(m.group(1), {"value": None})
-            else:
-                seen.setdefault(m.group(1), typ.rpartition(".")[2])
+            types.setdefault((m.group(1), m.group(2)), m.group(3).rpartition(".")[2])
             continue
         m = _TENSOR.search(ln)
         if m:
-            name, keys, dtype, device, grad, size, stride = m.groups()
-            dev = "cuda" if "CUDA" in keys else "cpu"
-            out.setdefault(name, {"tensor": {"shape": _dims(size), "stride": _dims(stride),
-                                             "dtype": dtype, "requires_grad": grad == "True",
-                                             "device": dev}})
+            name, i, keys, dtype, device, grad, size, stride = m.groups()
+            found.setdefault((name, i), {"tensor": {
+                "shape": _dims(size), "stride": _dims(stride), "dtype": dtype,
+                "requires_grad": grad == "True", "device": "cuda" if "CUDA" in keys else "cpu"}})
             continue
         m = _EQUALS.search(ln)
         if m:
             try:
-                out.setdefault(m.group(1), {"value": ast.literal_eval(m.group(2).strip())})
+                found.setdefault((m.group(1), m.group(2)),
+                                 {"value": ast.literal_eval(m.group(3).strip())})
             except (ValueError, SyntaxError):
                 pass
             continue
-        m = _DYNAMIC.search(ln)
+        for rx, into in ((_ID, ids), (_DYNAMIC, marked)):
+            m = rx.search(ln)
+            if m:
+                into.add(next(g for g in m.groups() if g))
+        m = _LENGTH.search(ln)
         if m:
-            marked.add(m.group(1))
-    for name in marked:
-        if "tensor" in out.get(name, {}):
-            out[name]["tensor"]["marked"] = True
-    for name, typ in seen.items():  # guarded on, but not on a value a script can rebuild
-        out.setdefault(name, {"unknown": typ})
+            lengths[m.group(1)] = int(m.group(2))
+    for (name, i), typ in types.items():
+        if (name, i) in found:
+            continue
+        if typ == "NoneType":
+            found[(name, i)] = {"value": None}
+        elif typ in _ANY and i is None and name not in ids:
+            found[(name, i)] = {"value": _ANY[typ], "any": True}
+    out: dict[str, dict] = {}
+    for (name, i), spec in found.items():
+        if i is None:
+            out[name] = spec
+            if name in marked and "tensor" in spec:
+                spec["tensor"]["marked"] = True
+    for (name, i), typ in types.items():
+        if i is not None or name in out:
+            continue
+        n = lengths.get(name)
+        items = [found.get((name, str(k))) for k in range(n or 0)]
+        if typ in ("list", "tuple") and n is not None and all(items):
+            out[name] = {"seq": typ, "items": items}
+        else:  # guarded on, but not on a value a script can rebuild
+            out[name] = {"unknown": typ}
     return out
 
 
@@ -302,10 +328,10 @@ def _from_graphs(run, name: str, file: str) -> dict[str, dict]:
 def _sized(call: dict[str, dict]) -> dict[str, dict]:
     """Dynamic sizes (None in a guard) given values: distinct, at least 2,
     unlike any other size (so duck sizing adds no equality of its own)."""
-    used = {s for v in call.values() if "tensor" in v for s in v["tensor"]["shape"]
-            if isinstance(s, int)}
+    flat = [x for v in call.values() for x in (v.get("items") or [v])]
+    used = {s for v in flat if "tensor" in v for s in v["tensor"]["shape"] if isinstance(s, int)}
     n = 5
-    for v in call.values():
+    for v in flat:
         t = v.get("tensor")
         if not t:
             continue

@@ -28,8 +28,12 @@ import torch  # noqa: E402,F811
 
 def _make(spec):
     """An argument as the program passed it: a tensor of the recorded shape,
-    stride, dtype (random values), or the Python value Dynamo specialised on;
-    None for one Dynamo did not read before the break ("unread")."""
+    stride, dtype (random values), a list or tuple of them, or the Python value
+    Dynamo specialised on ("any": one whose type only Dynamo checked; None for
+    one it did not read before the break, "unread")."""
+    if "items" in spec:
+        items = [_make(x) for x in spec["items"]]
+        return tuple(items) if spec["seq"] == "tuple" else items
     if "tensor" not in spec:
         return spec["value"]
     t = spec["tensor"]

@@ -231,11 +231,24 @@ def test_arguments_from_guards_and_the_failed_guards_change():
 | | +- EQUALS_MATCH: L['name'] == 'a b'                                   # p.py:3 in f
 | +- GuardManager: source=L['m'], accessed_by=FrameLocalsGuardAccessor(key='m', framelocals_idx=2), type=<class 'NoneType'>, tag_safe=(False, False)
 | +- GuardManager: source=L['flag'], accessed_by=FrameLocalsGuardAccessor(key='flag', framelocals_idx=3), type=<class 'bool'>, tag_safe=(False, False)
+| | +- ID_MATCH: ___check_obj_id(L['flag'], 9781), type=<class 'bool'>  # p.py:3 in f
+| +- GuardManager: source=L['seen'], accessed_by=FrameLocalsGuardAccessor(key='seen', framelocals_idx=4), type=<class 'int'>, tag_safe=(False, False)
+| | +- TYPE_MATCH: ___check_type_id(L['seen'], 9782), type=<class 'int'>  # p.py:3 in f (HINT: type int)
+| +- GuardManager: source=L['xs'], accessed_by=FrameLocalsGuardAccessor(key='xs', framelocals_idx=5), type=<class 'tuple'>, tag_safe=(False, False)
+| | +- LENGTH_CHECK: len(L['xs']) == 2                                             # p.py:3 in f
+| | +- GuardManager: source=L['xs'][0], accessed_by=TupleGetItemGuardAccessor(0), type=<class 'torch.Tensor'>, tag_safe=(False, False)
+| | | +- TENSOR_MATCH: check_tensor(L['xs'][0], Tensor, DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU), torch.float32, device=None, requires_grad=False, size=[2], stride=[1])  # p.py:3 in f
+| | +- GuardManager: source=L['xs'][1], accessed_by=TupleGetItemGuardAccessor(1), type=<class 'int'>, tag_safe=(False, False)
+| | | +- EQUALS_MATCH: L['xs'][1] == 7  # p.py:3 in f
 """
     found = args_of(guards)
     assert found["x"]["tensor"]["shape"] == [4, None] and found["x"]["tensor"]["dtype"] == "float16"
     assert found["name"] == {"value": "a b"} and found["m"] == {"value": None}
-    assert found["flag"] == {"unknown": "bool"}
+    assert found["flag"] == {"unknown": "bool"}            # its value checked, not recorded
+    assert found["seen"] == {"value": 2, "any": True}       # its type only: any int will do
+    assert found["xs"] == {"seq": "tuple", "items": [
+        {"tensor": {"shape": [2], "stride": [1], "dtype": "float32", "requires_grad": False,
+                    "device": "cpu"}}, {"value": 7}]}
     key = guard_key("3/0: tensor 'x' dtype mismatch. expected Half, actual Float  # y = x")
     assert key == "tensor 'x' dtype mismatch. expected Half, actual Float"
     call = {"x": {"tensor": {"shape": [4, 5], "stride": None, "dtype": "float16"}}}
