@@ -360,7 +360,7 @@ def finding_text(f: Finding) -> list[str]:
     return out
 
 
-REPRO_KINDS = ("divergence", "compile_error", "malformed_graph")  # graphdbg repro's
+from .repro.plan import REPRO_KINDS  # noqa: E402  what graphdbg repro makes scripts of (torch-free)
 
 
 def repro_line(f: Finding, run_path: str | None, number: int | None) -> list[str]:

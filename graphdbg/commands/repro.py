@@ -21,7 +21,10 @@ class ReproCommand:
                         "a finding of RUN: a divergence (the smallest subgraph that still "
                         "diverges, run eager, compiled and in float64), a compile error or a "
                         "malformed graph (the graph with inputs of the recorded shapes, "
-                        "raising the same exception). The script imports only torch, "
+                        "raising the same exception), a graph break or a recompile (the "
+                        "function with the break or the guard cut out of your file's snapshot "
+                        "when it is self-contained, called with arguments rebuilt from "
+                        "Dynamo's guards). The script imports only torch, "
                         "safetensors and the standard library. It is run in a fresh python "
                         "before it is offered; one that does not reproduce is kept in "
                         "attempt/ and graphdbg says why (exit 1).",

@@ -11,11 +11,12 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from . import codegen, script
+from . import codegen, cutscript, script
 from .plan import Plan, Refused
 
 FILES = ("repro.py", "inputs.safetensors", "README.md")
-MARKERS = {"divergence": "DIVERGES", "compile_error": "REPRODUCED"}
+MARKERS = {"divergence": "DIVERGES", "compile_error": "REPRODUCED", "graph_break": "REPRODUCED",
+           "recompile": "REPRODUCED"}
 
 
 @dataclass
@@ -34,6 +35,8 @@ def default_folder(run_path: str, p: Plan) -> str:
 def text_of(p: Plan, run_path: str) -> str:
     source = f"finding {p.number} of {os.path.basename(run_path)}"
     try:
+        if p.kind in ("graph_break", "recompile"):
+            return getattr(cutscript, p.kind)(p.spec, p.what, source)
         if p.kind == "divergence":
             return script.divergence(p.spec, p.what, source)
         return script.compile_error(p.spec, p.what, source)
@@ -73,7 +76,9 @@ def verify(folder: str, p: Plan, timeout: float = 60.0, python: str | None = Non
     if done.returncode == 1 and marker in done.stdout:
         return Result(True, folder, seconds, output, None)
     output = (done.stdout + done.stderr).strip()
-    if done.returncode == 0:
+    if done.returncode == 0 and p.kind in _GONE:
+        why = _GONE[p.kind]
+    elif done.returncode == 0:
         why = ("standalone, compiled matches eager: the divergence needs more than this subgraph "
                "(the rest of the graph, the backend's options, or state of the program)"
                if p.kind == "divergence" else
@@ -117,6 +122,15 @@ def make(p: Plan, run_path: str, folder: str, timeout: float = 60.0) -> Result:
     shutil.rmtree(attempt, ignore_errors=True)
     r.folder = folder
     return r
+
+
+_GONE = {
+    "graph_break": "standalone, the function compiled without that graph break: the break needs "
+                   "more than the function and arguments of these shapes (the values, the "
+                   "caller, or state of the program)",
+    "recompile": "standalone, the second call did not recompile on that guard: the recompile "
+                 "needs more than these two calls (the calls before, or state of the program)",
+}
 
 
 def _smaller(p: Plan, small: dict) -> str:

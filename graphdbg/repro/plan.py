@@ -1,6 +1,7 @@
 """Which finding, and what its repro is made of: the spec recorded at check
 time (the run file's ``tensors`` row ``repro:...``), or, for a compile error
-Dynamo raised after the backend took the graph, the graph's recorded nodes.
+Dynamo raised after the backend took the graph, the graph's recorded nodes;
+graph breaks and recompiles are cut out of the source by ``cutout.py``.
 Torch-free: reads the run file only."""
 
 from __future__ import annotations
@@ -12,16 +13,8 @@ from dataclasses import dataclass
 
 from ..core.errors import GraphdbgError
 
-REPRO_KINDS = ("divergence", "compile_error", "malformed_graph")
-WHY_NOT = {
-    "graph_break": "graphdbg does not cut graph breaks out into scripts yet: a break is in your "
-                   "function's bytecode and depends on its globals and arguments, which a "
-                   "standalone script would have to rebuild (the report's line and reason say "
-                   "where)",
-    "recompile": "graphdbg does not cut recompiles out into scripts yet: one depends on your "
-                 "function and on the values of the calls before it (the report names the "
-                 "failed guard and its line)",
-}
+REPRO_KINDS = ("divergence", "compile_error", "malformed_graph", "graph_break", "recompile")
+WHY_NOT: dict[str, str] = {}  # graph breaks and recompiles: cutout.py says why per finding
 
 
 # said where a backend defined in the program is stood in for
@@ -39,7 +32,8 @@ class Refused(GraphdbgError):
 @dataclass
 class Plan:
     number: int
-    kind: str           # divergence or compile_error (a malformed graph's repro is its failure's)
+    kind: str           # divergence, compile_error (a malformed graph's repro is its failure's),
+    #                     graph_break or recompile (cutout.py)
     spec: dict
     blob: bytes         # inputs.safetensors (empty for a compile error)
     what: str           # README's first line
@@ -72,11 +66,14 @@ def spec_of(blob: bytes) -> dict:
 def plan(run, number: int | None) -> Plan:
     number, f = pick(run, number)
     if f.kind not in REPRO_KINDS:
-        why = WHY_NOT.get(f.kind, "graphdbg makes repros of divergences, compile errors and "
-                                  "malformed graphs only")
+        why = WHY_NOT.get(f.kind, "graphdbg makes repros of divergences, compile errors, "
+                                  "malformed graphs, graph breaks and recompiles only")
         raise Refused(f"finding {number} is a {f.kind}: no repro for it ({why})")
     if f.kind == "divergence":
         return _divergence(run, number, f)
+    if f.kind in ("graph_break", "recompile"):
+        from . import cutout
+        return getattr(cutout, f.kind)(run, number, f)
     return _compile_error(run, number, f)
 
 

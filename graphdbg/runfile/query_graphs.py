@@ -104,6 +104,26 @@ class GraphQueries:
                 out[fields.pop("graph_id")] = fields
         return out
 
+    def compiles(self) -> list[dict]:
+        """Every Dynamo compile in order, from torch's structured trace:
+        {compile_id, co_name, co_filename, co_firstlineno, recompile_reason,
+        guards (the ``dynamo_cpp_guards_str`` text, or None)}."""
+        out: dict[str, dict] = {}
+        for cid, name, md, payload in self._rows(
+                "SELECT compile_id, name, metadata, payload FROM events WHERE name IN "
+                "('compilation_metrics', 'dynamo_cpp_guards_str') AND compile_id IS NOT NULL "
+                "ORDER BY seq"):
+            row = out.setdefault(cid, {"compile_id": cid, "co_name": None, "co_filename": None,
+                                       "co_firstlineno": None, "recompile_reason": None,
+                                       "guards": None})
+            if name == "dynamo_cpp_guards_str":
+                row["guards"] = payload
+                continue
+            m = (_loads(md) or {}).get("compilation_metrics") or {}
+            for k in ("co_name", "co_filename", "co_firstlineno", "recompile_reason"):
+                row[k] = m.get(k, row[k])
+        return list(out.values())
+
     def _per_graph(self, event: str) -> dict[int, dict]:
         """{graph id: the event's fields} of the graphdbg events that describe
         one graph each (``graphdbg_ddp_bucket``, ``graphdbg_export``)."""

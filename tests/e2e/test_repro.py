@@ -99,11 +99,12 @@ def test_sample_repro_reproduces_standalone(runs, tmp_path, key):
 @group("demo")
 def test_findings_without_a_repro_say_why_in_one_line(runs, tmp_path):
     run = runs.golden("demo").run
-    p = repro(run, 2, cwd=tmp_path)      # the graph break
+    p = repro(run, 2, cwd=tmp_path)      # the graph break, in a module's forward
     assert p.returncode == 1
-    assert p.stderr.count("\n") == 1 and "graph_break: no repro for it" in p.stderr, p.stderr
-    p = repro(run, 3, cwd=tmp_path)      # the recompile
-    assert p.returncode == 1 and "recompile: no repro for it" in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1 and "cannot be cut out: forward is a method of " \
+        "Classifier (an nn.Module): it uses self.block1" in p.stderr, p.stderr
+    p = repro(run, 3, cwd=tmp_path)      # the recompile, of the same forward
+    assert p.returncode == 1 and "recompile of forward()) cannot be cut out" in p.stderr, p.stderr
     p = repro(run, 9, cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.strip() == (
         "graphdbg: no finding 9: the run has 3 (numbered as `graphdbg report` lists them, from 1)")

@@ -30,6 +30,7 @@ from textual.notifications import Notification, Notify
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from graphdbg.core.errors import GraphdbgError
+from graphdbg.repro.plan import REPRO_KINDS
 from graphdbg.runfile.query import Finding, Graph, Node, Run
 from ..model import run as m
 from .screens import HelpScreen, NodeScreen, NodesScreen, ProblemScreen
@@ -301,7 +302,7 @@ class GraphdbgApp(App):
             return self.screen.graph.id
         return self.graph_list[0].id if len(self.graph_list) == 1 else None
 
-    REPRO_KINDS: ClassVar[tuple[str, ...]] = ("divergence", "compile_error", "malformed_graph")
+    REPRO_KINDS: ClassVar[tuple[str, ...]] = REPRO_KINDS
 
     def action_repro(self) -> None:
         """`r` on a problem: `graphdbg repro RUN N` in a worker (a fresh
@@ -312,7 +313,8 @@ class GraphdbgApp(App):
             return
         if item.kind not in self.REPRO_KINDS:
             self.notify(f"no repro for a {item.kind}: graphdbg repro makes scripts of divergences, "
-                        f"compile errors and malformed graphs", severity="warning", timeout=4)
+                        f"compile errors, malformed graphs, graph breaks and recompiles",
+                        severity="warning", timeout=4)
             return
         run = self.current_run()
         ids = [f.id for f in self.runs[run].findings()]
