@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .core.format import at, caret, short
+from .repro.base import REPRO_KINDS  # what graphdbg repro makes scripts of (torch-free)
 from .runfile.details import CompileErrorDetail, DivergenceDetail, SpecializedDetail
 from .runfile.query import Finding, Graph, Run
 
@@ -360,7 +361,6 @@ def finding_text(f: Finding) -> list[str]:
     return out
 
 
-from .repro.plan import REPRO_KINDS  # noqa: E402  what graphdbg repro makes scripts of (torch-free)
 
 
 def repro_line(f: Finding, run_path: str | None, number: int | None) -> list[str]:

@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from .plan import Plan, Refused
+from .base import Plan, Refused
 
 _STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"math", "operator", "functools",
                                                           "itertools", "collections", "zlib"}

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 
 from . import codegen, cutscript, script
-from .plan import Plan, Refused
+from .base import Plan, Refused
 
 FILES = ("repro.py", "inputs.safetensors", "README.md")
 MARKERS = {"divergence": "DIVERGES", "compile_error": "REPRODUCED", "graph_break": "REPRODUCED",

@@ -9,36 +9,17 @@ from __future__ import annotations
 import json
 import re
 import struct
-from dataclasses import dataclass
 
 from ..core.errors import GraphdbgError
+from . import cutout
+from .base import REPRO_KINDS, Plan, Refused
 
-REPRO_KINDS = ("divergence", "compile_error", "malformed_graph", "graph_break", "recompile")
 WHY_NOT: dict[str, str] = {}  # graph breaks and recompiles: cutout.py says why per finding
 
 
 # said where a backend defined in the program is stood in for
 NOT_CARRIED = ("the options given to it (its own constructor's or torch.compile's options=/mode=) "
                "are not carried")
-
-
-class Refused(GraphdbgError):
-    """A finding that has no standalone repro, with why (exit 1)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=1)
-
-
-@dataclass
-class Plan:
-    number: int
-    kind: str           # divergence, compile_error (a malformed graph's repro is its failure's),
-    #                     graph_break or recompile (cutout.py)
-    spec: dict
-    blob: bytes         # inputs.safetensors (empty for a compile error)
-    what: str           # README's first line
-    note: str | None    # about the backend, said in the README and by the CLI
-    cut: str | None = None  # a compile error's failing node: the graph is cut down to it first
 
 
 def pick(run, number: int | None):
@@ -72,7 +53,6 @@ def plan(run, number: int | None) -> Plan:
     if f.kind == "divergence":
         return _divergence(run, number, f)
     if f.kind in ("graph_break", "recompile"):
-        from . import cutout
         return getattr(cutout, f.kind)(run, number, f)
     return _compile_error(run, number, f)
 

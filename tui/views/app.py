@@ -30,7 +30,6 @@ from textual.notifications import Notification, Notify
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from graphdbg.core.errors import GraphdbgError
-from graphdbg.repro.plan import REPRO_KINDS
 from graphdbg.runfile.query import Finding, Graph, Node, Run
 from ..model import run as m
 from .screens import HelpScreen, NodeScreen, NodesScreen, ProblemScreen
@@ -302,7 +301,9 @@ class GraphdbgApp(App):
             return self.screen.graph.id
         return self.graph_list[0].id if len(self.graph_list) == 1 else None
 
-    REPRO_KINDS: ClassVar[tuple[str, ...]] = REPRO_KINDS
+    # graphdbg/repro/base.py's (a view does not import the repro package: it runs the command)
+    REPRO_KINDS: ClassVar[tuple[str, ...]] = ("divergence", "compile_error", "malformed_graph",
+                                              "graph_break", "recompile")
 
     def action_repro(self) -> None:
         """`r` on a problem: `graphdbg repro RUN N` in a worker (a fresh
