@@ -362,7 +362,6 @@ def finding_text(f: Finding) -> list[str]:
 
 
 
-
 def repro_line(f: Finding, run_path: str | None, number: int | None) -> list[str]:
     """`repro: graphdbg repro RUN N` for a finding `graphdbg repro` makes a script of."""
     if f.kind not in REPRO_KINDS or not run_path or number is None:
