@@ -40,6 +40,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 ENV.pop("GRAPHDBG_DEBUG", None)
+# `graphdbg repro` run by the tests checks its scripts in a child forked from
+# itself (torch imported) rather than a fresh python (graphdbg/repro/make.py);
+# the repros the tests make in process still run in a fresh one
+ENV["GRAPHDBG_TEST_REPRO_FORK"] = "1"
 AOT = ("--backend", "aot_eager")
 GOLDEN_SAVE = ("--save", "observed.safetensors")  # tests/support/golden.py passes the same
 
