@@ -137,7 +137,8 @@ FLOOR_STAMP  := $(FLOOR_VENV)/.graphdbg-installed-$(FLOOR_KEY)
 # golden samples; the goldens' whole documents are 2.13's: on 2.11 transformers
 # traces other masking code and torch's own source lines differ, so
 # tests/e2e/test_golden.py is not in this leg), placement, exports, compile errors,
-# the device statistics and the GPU check's CPU-safe parts. Deselected: what
+# the device statistics, the GPU check's CPU-safe parts and `graphdbg repro` (its
+# scripts use torch's logs and Dynamo's guards, which change). Deselected: what
 # 2.11 places less precisely (docs/development.md): Dynamo's 2.11 tracebacks
 # carry no columns, so an export's caret covers the whole line, and 2.11's ONNX
 # export does not narrow a declared range at a slice.
@@ -145,6 +146,8 @@ FLOOR_TESTS  ?= tests/capture/test_compat.py tests/e2e/test_torch_versions.py \
                 tests/capture/test_placement_errors.py tests/capture/test_placement_recompile.py \
                 tests/e2e/test_placement_exports.py tests/e2e/test_compile_errors.py \
                 tests/e2e/test_exports.py tests/capture/test_statsqueue.py tests/e2e/test_gpu_check.py \
+                tests/e2e/test_repro.py tests/e2e/test_repro_cutout.py tests/e2e/test_repro_grad.py \
+                tests/capture/test_repro_record.py \
                 --deselect tests/e2e/test_placement_exports.py::test_a_strict_export_narrowed_by_a_slice_is_at_the_same_line \
                 --deselect tests/e2e/test_placement_exports.py::test_onnx_keeps_the_declared_range_a_slice_narrows_and_says_so_at_the_slice \
                 --deselect tests/e2e/test_placement_exports.py::test_every_finding_is_at_a_marked_line_and_the_report_shows_each_once
