@@ -94,14 +94,19 @@ def _divergence(run, number: int, f) -> Plan:
                           f"and cannot be imported by a standalone script, and it handed no graph "
                           f"to a backend torch can name ({b.get('why', 'it compiles by itself')}): "
                           f"nothing reproducible stands in for it")
-        note = (f"the backend {b['name']!r} is defined in your program and cannot be imported; "
-                f"the script compiles the graph it handed to {b['stand_in']!r} with "
-                f"{b['stand_in']!r}, with torch's default options: {NOT_CARRIED}")
+        note = _stand_in(b, f"compiles the graph it handed to {b['stand_in']!r} with "
+                            f"{b['stand_in']!r}")
     what = (f"Graph {spec['graph_id']}'s node {spec['node']} ({spec.get('target')}){_line(f)} "
             f"diverges compiled ({b['name']}) from eager"
             + (" in the gradients of its inputs (the backward)" if backward else "")
             + f": {spec['cut']}, {_count(spec['nodes'])} of the graph's {spec['graph_nodes']} nodes.")
     return Plan(number, "divergence", spec, blob, what, note)
+
+
+def _stand_in(b: dict, does: str) -> str:
+    """What the CLI and README say when a backend defined in the program is stood in for."""
+    return (f"the backend {b['name']!r} is defined in your program and cannot be imported; "
+            f"the script {does}, with torch's default options: {NOT_CARRIED}")
 
 
 def _line(f) -> str:
@@ -132,9 +137,8 @@ def _compile_error(run, number: int, f) -> Plan:
     note = None
     if not b.get("named"):
         b["stand_in"] = "aot_eager"
-        note = (f"the backend {b['name']!r} is defined in your program and cannot be imported; "
-                f"the script builds the graph as {b['name']!r} had it when it failed and hands "
-                f"it to 'aot_eager', with torch's default options: {NOT_CARRIED}")
+        note = _stand_in(b, f"builds the graph as {b['name']!r} had it when it failed and hands "
+                            f"it to 'aot_eager'")
     values = ("the inputs' values as the program passed them (inputs.safetensors)"
               if blob is not None and spec.get("values") else
               "the inputs' values are random (normal), of the recorded shapes, dtypes and strides")

@@ -161,3 +161,26 @@ def test_a_steady_call_that_raises_leaves_the_recorder_as_it_was(tmp_path):
 def test_the_steady_path_starts_after_the_sampled_calls():
     assert backend_mod.summarized_call(0) and backend_mod.summarized_call(64)
     assert not backend_mod.summarized_call(backend_mod.STATS_FIRST_CALLS)
+
+
+@in_process
+def test_a_disabled_result_runs_in_dynamos_one_disable_wrapper(tmp_path):
+    """A backend that returns a `torch._dynamo.disable`d function (inductor
+    does): Dynamo's own wrapper unwraps it, so a plain run has one wrapper;
+    graphdbg's stands between the two and calls the innermost function too
+    (a second wrapper cost 1-2 µs a call)."""
+    def disabling(gm, example_inputs):
+        return torch._dynamo.disable(gm.forward)
+
+    x = torch.randn(4, 16)
+    model = mlp()
+    plain = call_many(torch.compile(model, backend=disabling), x, 12)
+    torch._dynamo.reset()
+    with graphdbg.capture(str(tmp_path / "x.run")):
+        observed = call_many(torch.compile(model, backend=disabling), x, 12)
+        import sys
+        ours = [v for m in list(sys.modules.values()) for k, v in list(vars(m).items())
+                if k.startswith("__compiled_fn") and hasattr(v, "_graphdbg_inner")]
+    assert all(torch.equal(a, b) for a, b in zip(plain, observed))
+    assert ours and all(not getattr(w._graphdbg_inner, "_torchdynamo_disable", False)
+                        for w in ours)
