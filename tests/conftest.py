@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,15 @@ def graphdbg(*args: str, cwd: Path | str, timeout: int = 600, env: dict | None =
     if check and proc.returncode != 0:
         raise AssertionError(f"graphdbg {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def python(*args: str, cwd: Path | str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`python ARGS` in ``cwd`` (ENV), forked from this worker's warm
+    interpreter as `graphdbg()` is; a fresh one where GRAPHDBG_TEST_FORKSERVER=0."""
+    argv = [sys.executable, *map(str, args)]
+    if os.environ.get("GRAPHDBG_TEST_FORKSERVER", "1") != "0":
+        return subprocess.CompletedProcess(argv, *CliServer.get().run(argv, Path(cwd), timeout))
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
 def report_json(run: Path | str, cwd: Path | str) -> dict:
@@ -238,13 +248,18 @@ class ForkServer:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, env=ENV)
 
+    # one request at a time (a test's threads too): a worker's runs and CLI
+    # calls share one server
+    _lock = threading.Lock()
+
     def run(self, argv: list[str], cwd: Path, timeout: int,
             out: Path | None = None, err: Path | None = None) -> tuple[int, str, str]:
         out, err = out or cwd / "stdout.txt", err or cwd / "stderr.txt"
-        self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "out": str(out),
-                                          "err": str(err), "timeout": timeout}) + "\n")
-        self.proc.stdin.flush()
-        reply = self.proc.stdout.readline()
+        with self._lock:
+            self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "out": str(out),
+                                              "err": str(err), "timeout": timeout}) + "\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
         assert reply, f"the fork server died (exit {self.proc.poll()})"
         return json.loads(reply)["returncode"], out.read_text(), _no_leak_report(err.read_text())
 
@@ -267,8 +282,9 @@ def _no_leak_report(err: str) -> str:
 
 
 class CliServer:
-    """This worker's fork server for `graphdbg()`'s commands, their output in
-    a folder of its own (not the command's cwd, which tests list)."""
+    """This worker's fork server: `graphdbg()`'s and `python()`'s commands,
+    their output in a folder of its own (not the command's cwd, which tests
+    list), and Runs' runs."""
 
     _this: "CliServer | None" = None
 
@@ -316,12 +332,12 @@ class Runs:
             p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=ENV,
                                timeout=timeout)
             return p.returncode, p.stdout, p.stderr
-        if self._server is None:
-            self._server = ForkServer(self.root / f"forkserver.{os.getpid()}.log")
-        return self._server.run(argv, cwd, timeout)
+        # this worker's one fork server, shared with `graphdbg()` (CliServer):
+        # each server costs about 3 s of CPU to start
+        return (self._server or CliServer.get().server).run(argv, cwd, timeout)
 
     def close(self) -> None:
-        if self._server is not None:
+        if self._server is not None:   # a subclass's own (InductorRuns)
             self._server.close()
 
     def spawn(self, *argv: str, cwd: Path) -> Result:

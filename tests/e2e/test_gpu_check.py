@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, python
 
 CHECK = ROOT / "gpu" / "check.py"
 
@@ -21,8 +20,7 @@ no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has
 
 
 def check(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(CHECK), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    return python(CHECK, *args, cwd=cwd)
 
 
 @no_cuda

@@ -8,18 +8,19 @@ One program, one run (module-scoped): its compiled functions each meet one
 fault. The faulty compilers are a package registered by entry point (as a
 third-party compiler is), so the scripts compile with them by name; the
 package lies beside the program and on PYTHONPATH for the scripts' fresh
-pythons. The repros are made in process (`plan` + `make`), in parallel: each
-costs one fresh python, the script's own check."""
+pythons. The plans are made in process; the repros by a program forked from
+the tests' warm server (tests/support/make_repros.py), each script's check
+forked from that program (GRAPHDBG_TEST_REPRO_FORK)."""
 
 from __future__ import annotations
 
+import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from conftest import graphdbg
+from conftest import SUPPORT, graphdbg
 
 FAULTY = '''
 """A compiler package with faults, registered by entry point (torch_dynamo_backends)."""
@@ -170,11 +171,9 @@ def _finding(run, fn: str, kind: str = "divergence"):
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
+def made(tmp_path_factory, runs):
     """The program's run (with --rtol 1e-3) and a repro of each of its findings."""
-    import os
-
-    from graphdbg.repro.make import make
+    from graphdbg.repro.make import Result
     from graphdbg.repro.plan import Refused, plan
     from graphdbg.runfile.query import Run
     d = tmp_path_factory.mktemp("reprograd")
@@ -189,29 +188,23 @@ def made(tmp_path_factory):
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     names = {"straight_through": "divergence", "mlp": "divergence", "fused": "divergence",
              "dyn": "divergence", "auto": "divergence", "values": "compile_error"}
-    plans, findings = {}, {}
+    plans, findings, numbers = {}, {}, []
     with Run(str(d / "prog.run")) as run:
         for fn, kind in names.items():
             number, f = _finding(run, fn, kind)
             findings[fn] = f
+            numbers.append(f"{fn}={number}")
             try:
                 plans[fn] = plan(run, number)
             except Refused as exc:
                 plans[fn] = exc
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(d)   # the scripts' fresh pythons find the package
-    try:
-        def one(fn):
-            p = plans[fn]
-            return fn, (p if isinstance(p, Refused) else
-                        make(p, str(d / "prog.run"), str(d / f"repro-{fn}")))
-        with ThreadPoolExecutor(2) as pool:
-            results = dict(pool.map(one, list(plans)))
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+    # made (plan and make again, the scripts checked) by a program forked from
+    # the tests' warm server (tests/support/make_repros.py), whose checks fork
+    # from it in turn: a fresh python each would cost 1.5 s of CPU more
+    made = runs.spawn(SUPPORT / "make_repros.py", "prog.run", "made.json", *numbers, cwd=d)
+    assert made.returncode == 0, made.stdout + made.stderr[-3000:]
+    results = {fn: Refused(r["refused"]) if "refused" in r else Result(**r)
+               for fn, r in json.loads((d / "made.json").read_text()).items()}
     return d, findings, plans, results
 
 
