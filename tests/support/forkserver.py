@@ -17,11 +17,13 @@ Request: {"argv": [python, ...], "cwd": DIR, "out": PATH, "err": PATH, "timeout"
 Reply:   {"returncode": N}     (-signal when the child was killed)
 """
 
+import atexit
 import json
 import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 
 import gc
@@ -88,9 +90,21 @@ def _child(req: dict) -> None:
         os.dup2(f, fd)
         os.close(f)
     signal.alarm(int(req.get("timeout", 900)))
-    # SystemExit from here ends the child as the command's own exit would:
-    # atexit handlers, flushed streams
-    sys.exit(_run(req["argv"]))
+    code = _run(req["argv"])
+    # The end of `python ARGV`, as Py_FinalizeEx begins it: wait for the
+    # program's non-daemon threads, run its atexit handlers (weakref finalizers
+    # among them), flush the streams; then exit without tearing down modules.
+    # That teardown frees what the server imported, so it writes to, and so
+    # copies, a quarter of the pages the child shares with the server (26k page
+    # faults, 0.17 s of CPU a run) and does nothing a program can see.
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code & 0xFF)
 
 
 def main() -> None:
