@@ -23,7 +23,7 @@ import pytest
 
 from graphdbg.runfile.writer import RunWriter
 
-from conftest import ENV, graphdbg, marked, markers, report_doc
+from conftest import ENV, graphdbg, marked, markers, python, report_doc
 
 
 def _script(dir: Path, name: str, body: str) -> Path:
@@ -253,17 +253,28 @@ def test_forked_child_does_not_touch_the_run_file(workdir, runs):
     assert "aten.add.Tensor" in ops and "aten.exp.default" not in ops
 
 
-def _claiming_torch(workdir, version: str, extra: str = "") -> dict:
-    """An environment whose interpreter's torch claims ``version`` (a sitecustomize)."""
-    site = workdir / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(f"import torch\ntorch.__version__ = {version!r}\n{extra}")
-    return {**ENV, "PYTHONPATH": str(site)}
+CLAIMING = """\
+import os, runpy, sys
+import torch
+torch.__version__ = {version!r}
+{extra}
+os.environ.pop("GRAPHDBG_ALLOW_ANY_TORCH", None)
+os.environ.update({env!r})
+sys.argv = ["graphdbg", *sys.argv[1:]]
+runpy.run_module("graphdbg", run_name="__main__", alter_sys=True)
+"""
+
+
+def _claiming_torch(workdir, version: str, *args: str, extra: str = "", env: dict | None = None):
+    """`graphdbg ARGS` in a python whose torch claims ``version`` (its
+    `__version__` set, and ``extra`` run, before graphdbg is imported)."""
+    (workdir / "claim.py").write_text(CLAIMING.format(version=version, extra=extra, env=env or {}))
+    return python("claim.py", *args, cwd=workdir)
 
 
 def test_unsupported_torch_version_is_refused(workdir):
     _script(workdir, "p.py", "print('ran')\n")
-    proc = graphdbg("run", "p.py", cwd=workdir, env=_claiming_torch(workdir, "2.10.2"))
+    proc = _claiming_torch(workdir, "2.10.2", "run", "p.py")
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("graphdbg: torch 2.10.2 is not supported: graphdbg needs "
                                    "torch>=2.11,<2.16")
@@ -272,17 +283,15 @@ def test_unsupported_torch_version_is_refused(workdir):
 
 def test_newer_torch_is_refused_unless_the_user_allows_it(workdir):
     _script(workdir, "p.py", "print('ran')\n")
-    env = _claiming_torch(workdir, "2.16.0a0+gitabc")
-    env.pop("GRAPHDBG_ALLOW_ANY_TORCH", None)
-    proc = graphdbg("run", "p.py", cwd=workdir, env=env)
+    proc = _claiming_torch(workdir, "2.16.0a0+gitabc", "run", "p.py")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "graphdbg: torch 2.16.0a0+gitabc is not supported: graphdbg needs torch>=2.11,<2.16 "
         "(set GRAPHDBG_ALLOW_ANY_TORCH=1 to try it at your own risk)")
     assert not list(workdir.glob("*.run"))
     # at the user's own risk: one warning line, and the run is made as usual
-    proc = graphdbg("run", "-o", "p.run", "p.py", cwd=workdir,
-                    env={**env, "GRAPHDBG_ALLOW_ANY_TORCH": "1"})
+    proc = _claiming_torch(workdir, "2.16.0a0+gitabc", "run", "-o", "p.run", "p.py",
+                           env={"GRAPHDBG_ALLOW_ANY_TORCH": "1"})
     assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
     warned = [ln for ln in proc.stderr.splitlines() if "GRAPHDBG_ALLOW_ANY_TORCH" in ln]
     assert warned == ["graphdbg: warning: torch 2.16.0a0+gitabc is newer than graphdbg supports "
@@ -293,10 +302,10 @@ def test_newer_torch_is_refused_unless_the_user_allows_it(workdir):
 
 def test_a_torch_without_what_graphdbg_needs_is_refused_by_feature(workdir):
     # a supported version number, but the dispatch-mode feature is gone
-    env = _claiming_torch(workdir, "2.14.0", "from torch.utils._python_dispatch import "
-                          "TorchDispatchMode\ndel TorchDispatchMode.ignore_compile_internals\n")
     _script(workdir, "p.py", "print('ran')\n")
-    proc = graphdbg("run", "p.py", cwd=workdir, env=env)
+    proc = _claiming_torch(workdir, "2.14.0", "run", "p.py", extra=(
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "del TorchDispatchMode.ignore_compile_internals"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "graphdbg: torch 2.14.0 is not supported: it lacks "

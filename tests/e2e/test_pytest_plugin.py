@@ -18,9 +18,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from warm_forkserver import WarmPython
 
-from conftest import SAMPLES, markers
+from conftest import SAMPLES, markers, python
 
 # the tests that read the shared inner run, and the other inner run forked from
 # the same warm server, stay on one xdist worker (each is made once)
@@ -344,15 +343,15 @@ def run_tests(pytester, *select: str, args=()) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def warm_pytest(tmp_path_factory):
+def warm_pytest():
     """``warm_pytest(folder, *args)``: `python -m pytest ARGS` in ``folder``,
-    in a process forked from a server that has imported torch and Dynamo (as a
-    user's pytest would import them with the first test module; nothing of
-    graphdbg): its exit status, stdout and stderr (also in the folder's
-    stdout.txt and stderr.txt)."""
-    python = WarmPython(tmp_path_factory.mktemp("warm-server") / "forkserver.log")
-    yield lambda folder, *args: python.run("-m", "pytest", *args, cwd=folder)
-    python.close()
+    in a process forked from this worker's server that has imported torch and
+    Dynamo (as a user's pytest would import them with the first test module;
+    nothing of graphdbg): its exit status, stdout and stderr."""
+    def run(folder, *args):
+        p = python("-m", "pytest", *args, cwd=folder)
+        return p.returncode, p.stdout, p.stderr
+    return run
 
 
 @pytest.fixture(scope="module")

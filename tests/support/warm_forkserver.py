@@ -14,8 +14,6 @@ before it forks, for the tests whose processes pay more than torch's import.
   caches (together 3-4 s of each inductor run).
 - ``InductorRuns(folder)``: conftest's Runs (each run once, shared across
   xdist workers), its runs forked from an inductor-warm server.
-- ``WarmPython(log)``: `python ARGV` in a folder, forked from a WarmForkServer
-  started at the first call.
 
 GRAPHDBG_TEST_FORKSERVER=0 runs each in a fresh interpreter instead (as
 conftest's Runs).
@@ -89,27 +87,3 @@ class InductorRuns(Runs):
             self._server = WarmForkServer(self.root / f"forkserver.{os.getpid()}.log",
                                           inductor=True)
         return super()._process(argv, cwd, timeout)
-
-
-class WarmPython:
-    """`python ARGV` in a folder (not cached): forked from a WarmForkServer,
-    started at the first call; its stdout and stderr also in the folder's
-    stdout.txt and stderr.txt."""
-
-    def __init__(self, log: Path, inductor: bool = False) -> None:
-        self.log, self.inductor = log, inductor
-        self._server: WarmForkServer | None = None
-
-    def run(self, *argv: str, cwd: Path, timeout: int = 600) -> tuple[int, str, str]:
-        argv = [sys.executable, *map(str, argv)]
-        if not forking():
-            p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=ENV,
-                               timeout=timeout)
-            return p.returncode, p.stdout, p.stderr
-        if self._server is None:
-            self._server = WarmForkServer(self.log, self.inductor)
-        return self._server.run(argv, cwd, timeout)
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
