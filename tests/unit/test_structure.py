@@ -7,11 +7,18 @@ object writing another's private state."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"graphdbg": ROOT / "graphdbg", "graphdbg.hooks": ROOT / "hooks",
             "graphdbg.tui": ROOT / "tui"}
+
+
+@functools.cache
+def _tree(path: Path) -> ast.AST:
+    """A module's syntax tree, parsed once for all the tests here (read only)."""
+    return ast.parse(path.read_text(), str(path))
 
 
 def _modules() -> dict[str, Path]:
@@ -30,7 +37,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     is_pkg = path.name == "__init__.py"
     base = name if is_pkg else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         targets = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -156,7 +163,7 @@ def test_floor_and_views_import_no_torch():
                   "graphdbg.analysis": ("torch", "rich", "textual", "sqlite3"),
                   "graphdbg.reporters": ("torch", "textual"),
                   "graphdbg.tui": ("torch",)}.get(pkg, ())
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             found = {n for n in names if n.split(".")[0] in banned}
@@ -169,7 +176,7 @@ def test_no_object_writes_another_objects_private_state():
     """`x._name = ...` / `x._name += ...` only on self (or cls)."""
     offenders = []
     for path in _modules().values():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for t in targets:
@@ -216,7 +223,7 @@ def _frame_reads(tree: ast.AST) -> list[str]:
 def test_only_the_placement_layer_reads_live_frames():
     offenders = {name: reads for name, path in _modules().items()
                  if not name.startswith("graphdbg.hooks.placement")
-                 and (reads := _frame_reads(ast.parse(path.read_text())))}
+                 and (reads := _frame_reads(_tree(path)))}
     assert offenders == {}
 
 
@@ -258,7 +265,7 @@ def _sql_uses(tree: ast.AST) -> list[str]:
 
 def _sql_in(package: str) -> dict[str, list[str]]:
     return {name: uses for name, path in _modules().items()
-            if name.startswith(package) and (uses := _sql_uses(ast.parse(path.read_text())))}
+            if name.startswith(package) and (uses := _sql_uses(_tree(path)))}
 
 
 def test_reporters_run_no_sql():
@@ -291,7 +298,7 @@ def _console_calls(tree: ast.AST) -> list[int]:
 
 def test_only_the_commands_output_module_makes_a_console():
     makers = {name: lines for name, path in _modules().items()
-              if (lines := _console_calls(ast.parse(path.read_text())))}
+              if (lines := _console_calls(_tree(path)))}
     assert set(makers) <= CONSOLE_MAKERS, makers
     assert "graphdbg.commands.output" in makers
     assert _console_calls(ast.parse("import rich.console\nc = rich.console.Console()")) == [2]
@@ -314,7 +321,7 @@ def test_the_comparisons_are_defined_in_the_analysis_only():
     where = {}
     for name, path in _modules().items():
         if name.startswith(("graphdbg.analysis", "graphdbg.reporters", "graphdbg.tui")):
-            for node in ast.parse(path.read_text()).body:
+            for node in _tree(path).body:
                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in ANALYSES:
                     where.setdefault(node.name, set()).add(name)
     in_views = {n: ms for n, ms in where.items() if any(
