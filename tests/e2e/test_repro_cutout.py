@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import ast
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SUPPORT, graphdbg, group
+from conftest import SUPPORT, graphdbg, group, python
 
 PROGRAM = SUPPORT / "cutout_cases.py"
 ALLOWED = {"__future__", "torch", "math", "logging", "sys", "re", "zlib"}
@@ -93,8 +92,7 @@ def test_cut_out_and_reproduced(cases, tmp_path, case):
         fixed.mkdir()
         text = script.read_text().replace('print("shout:", y.shape)', "pass")
         (fixed / "repro.py").write_text(text)
-        done = subprocess.run([sys.executable, "repro.py"], cwd=fixed, capture_output=True,
-                              text=True, timeout=120)
+        done = python("repro.py", cwd=fixed, timeout=120)
         assert done.returncode == 0 and "problem is gone" in done.stdout, done.stdout + done.stderr
 
 
