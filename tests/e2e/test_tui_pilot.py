@@ -216,6 +216,7 @@ def test_hot_spots_run_info_help_palette_and_quit(sample):
         await settle(app, pilot)
         assert active(app) == "source" and app.source.focus_line == 6
         await pilot.press("5")
+        await settle(app, pilot)   # the run's facts are read in a worker
         shown = text(app)
         assert "complete (the program ran to its end)" in shown
         assert "internal errors" in shown and "2.13.0" in shown
@@ -544,6 +545,7 @@ def test_two_runs_say_so_and_show_both_runs_problems(two_runs):
         await settle(app, pilot)
         assert app.source_run == 0 and app.source.file.endswith("model.py")
         await pilot.press("5")
+        await settle(app, pilot)   # the run's facts are read in a worker
         shown = text(app)
         assert "run A" in shown and "run B" in shown and "train.py --compiled" in shown
     drive([a, b], script, size=(100, 30))
