@@ -57,13 +57,11 @@ def graphdbg(*args: str, cwd: Path | str, timeout: int = 600, env: dict | None =
     interpreter (`CliServer`; torch and Dynamo imported once, about 2.5 s of CPU
     saved a call) unless ``env`` is the test's own (a fresh interpreter then,
     as GRAPHDBG_TEST_FORKSERVER=0 asks for every call)."""
-    argv = [sys.executable, "-m", "graphdbg", *map(str, args)]
-    if (env is None or env is ENV) and os.environ.get("GRAPHDBG_TEST_FORKSERVER", "1") != "0":
-        rc, out, err = CliServer.get().run(argv, Path(cwd), timeout)
-        proc = subprocess.CompletedProcess(argv, rc, out, err)
+    if env is None or env is ENV:
+        proc = python("-m", "graphdbg", *args, cwd=cwd, timeout=timeout)
     else:
-        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                              env=env or ENV)
+        proc = subprocess.run([sys.executable, "-m", "graphdbg", *map(str, args)], cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"graphdbg {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
