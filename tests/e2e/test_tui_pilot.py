@@ -589,3 +589,31 @@ def test_two_real_runs_eager_reference_against_compiled(runs):
             in shown
         assert "h = torch.tanh(h)" in shown
     drive([str(eager.run), str(compiled.run)], script, size=(120, 30))
+
+
+def test_rows_painted_before_they_were_measured_are_shown_at_the_widths_after():
+    """A page of rows that lands just before the screen repaints: Textual
+    measures the rows on idle, after the paint cached them at the column's
+    width before (the label's); they are painted again at the new width."""
+    from textual.app import App
+
+    from graphdbg.tui.views.widgets import FindTable
+
+    class One(App):
+        def compose(self):
+            yield FindTable(id="t")
+
+        def on_mount(self):
+            self.query_one(FindTable).add_column("node", key="name")
+
+    async def main():
+        app = One()
+        async with app.run_test(size=(40, 8)) as pilot:
+            table = app.query_one(FindTable)
+            await pilot.pause()
+            table.append_rows([("node_001",), ("node_002",)])
+            # a repaint before the table's idle: the row at the label's width
+            assert "nod…" in "".join(seg.text for seg in table.render_line(1))
+            await settle(app, pilot)
+            assert "node_001" in text(app) and "nod…" not in text(app)
+    asyncio.run(main())

@@ -28,6 +28,7 @@ from graphdbg.core.errors import GraphdbgError
 
 from ..model.diff import DiffModel, DiffRow, fit_columns
 from .theme import level_style
+from .widgets import Table
 
 # what reading a run file may raise: damaged (one-line GraphdbgError) or closed
 READ_ERRORS = (GraphdbgError, sqlite3.Error)
@@ -72,7 +73,7 @@ class DiffScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(self.model.title, id="diff-title", markup=False)
         yield Static("loading…", id="diff-status", markup=False)
-        table: DataTable = DataTable(id="diff-table", cursor_type="row", zebra_stripes=False)
+        table: DataTable = Table(id="diff-table", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static("", id="diff-detail", markup=False)
         yield Footer()

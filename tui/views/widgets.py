@@ -63,7 +63,24 @@ class DiffReady(Message):
 
 # -- widgets ---------------------------------------------------------------------------
 
-class FindTable(DataTable):
+class Table(DataTable):
+    """A DataTable whose rows are never shown at stale column widths.
+
+    Textual measures added rows on idle, after a repaint may already have
+    cached them at the widths before (a page that lands just before the
+    screen refreshes: `nod…` in a column that is then wide enough for the
+    name, until something else changes). Its caches are keyed by
+    `_update_count`, so widths that changed get a new count: a repaint."""
+
+    def _update_dimensions(self, new_rows) -> None:
+        before = [c.content_width for c in self.columns.values()]
+        super()._update_dimensions(new_rows)
+        if [c.content_width for c in self.columns.values()] != before:
+            self._update_count += 1
+            self.refresh()
+
+
+class FindTable(Table):
     """A DataTable of plain-text rows that highlights `/` matches."""
 
     def __init__(self, *args, **kwargs) -> None:
