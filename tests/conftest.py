@@ -35,6 +35,7 @@ SAMPLES = ROOT / "samples"
 SUPPORT = ROOT / "tests" / "support"
 PLAIN_RUN = SUPPORT / "plain_run.py"
 sys.path.insert(0, str(SUPPORT))
+import pilot_waits  # noqa: E402
 # Subprocesses and in-process tests keep torch single-threaded: these
 # machines have 2 cores, and xdist runs two workers (set before torch loads).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -45,6 +46,9 @@ ENV.pop("GRAPHDBG_DEBUG", None)
 # itself (torch imported) rather than a fresh python (graphdbg/repro/make.py);
 # the repros the tests make in process still run in a fresh one
 ENV["GRAPHDBG_TEST_REPRO_FORK"] = "1"
+# Textual's Pilot in this process waits until the app is done, not until the
+# CPU looks idle (tests/support/pilot_waits.py: faster, and safe under load)
+pilot_waits.install()
 AOT = ("--backend", "aot_eager")
 GOLDEN_SAVE = ("--save", "observed.safetensors")  # tests/support/golden.py passes the same
 
