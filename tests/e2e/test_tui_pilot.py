@@ -617,3 +617,35 @@ def test_rows_painted_before_they_were_measured_are_shown_at_the_widths_after():
             await settle(app, pilot)
             assert "node_001" in text(app) and "nod…" not in text(app)
     asyncio.run(main())
+
+
+def test_pilot_waits_for_a_worker_that_sleeps_and_for_a_resize():
+    """tests/support/pilot_waits.py: a key's wait ends when its worker's
+    result is on screen (a worker asleep looks idle to Textual's CPU-clock
+    wait), a resize's when the screen has its new size (Textual handles it
+    on a timer)."""
+    import time
+
+    from textual import work
+    from textual.app import App
+    from textual.widgets import Static
+
+    class Slow(App):
+        BINDINGS = [("x", "fetch")]
+
+        def compose(self):
+            yield Static("waiting", id="s")
+
+        @work(thread=True)
+        def action_fetch(self) -> None:
+            time.sleep(0.3)
+            self.call_from_thread(self.query_one("#s", Static).update, "fetched")
+
+    async def main():
+        app = Slow()
+        async with app.run_test(size=(40, 5)) as pilot:
+            await pilot.press("x")
+            assert "fetched" in text(app)
+            await pilot.resize_terminal(30, 4)
+            assert app.screen.size == (30, 4) and len(text(app).splitlines()) == 4
+    asyncio.run(main())
