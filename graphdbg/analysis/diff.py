@@ -60,10 +60,11 @@ class RunSide:
     stance: str | None
     graphs: int
     ops: int                       # eager ops recorded
+    exit_status: int | None = None  # the program's (None: still running or killed)
 
     def as_dict(self) -> dict:
         return {"file": self.file, "argv": self.argv, "stance": self.stance,
-                "graphs": self.graphs, "ops": self.ops}
+                "graphs": self.graphs, "ops": self.ops, "exit_status": self.exit_status}
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,7 +485,8 @@ def diff_runs(path_a: str, path_b: str, *, rtol: float = 1e-3) -> RunDiff:
         outputs = GraphOutputs(al, rtol)
         boundaries = graph_boundaries(A, B, rtol, al, outputs)
         sides = [RunSide(path, r.meta.get("argv"), r.meta.get("stance"), s.graphs,
-                         r.count("ops")) for path, r, s in ((path_a, ra, A), (path_b, rb, B))]
+                         r.count("ops"), r.meta.get("exit_status"))
+                 for path, r, s in ((path_a, ra, A), (path_b, rb, B))]
         exports = export_pairs(A, B, rtol)
         aligned, one_sided = al.totals()
     covering = {"A": A, "B": B}

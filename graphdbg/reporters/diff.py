@@ -45,8 +45,10 @@ def export_pair_line(e: ExportPair) -> str:
 
 def _side(name: str, s: RunSide) -> str:
     from rich.markup import escape
-    return (f"{name}={escape(s.file)} (stance {s.stance or 'default'}, {s.graphs} graphs, "
-            f"{s.ops} eager ops)")
+    # a program that failed is said first: its run holds what it did before
+    failed = f"[red]its program exited {s.exit_status}[/], " if s.exit_status else ""
+    return (f"{name}={escape(s.file)} ({failed}stance {s.stance or 'default'}, "
+            f"{s.graphs} graph{'' if s.graphs == 1 else 's'}, {s.ops} eager ops)")
 
 
 def _code(console, line: int | None, code: str | None) -> None:

@@ -17,6 +17,7 @@ def test_clean_compiled_run_matches_its_eager_run(runs, workdir):
     doc = json.loads(proc.stdout)
     assert doc["a"]["stance"] == "force_eager" and doc["a"]["graphs"] == 0
     assert doc["b"]["graphs"] == 1 and doc["aligned_ops"] > 10
+    assert doc["a"]["exit_status"] == doc["b"]["exit_status"] == 0
     assert doc["first_divergence"] is None and doc["graph_boundaries"] == []
     assert doc["compiled_in_one_run"] and all(c["compiled_in"] == "B" for c in doc["compiled_in_one_run"])
     assert doc["timing"]
@@ -37,6 +38,21 @@ def test_faulty_compiled_run_parts_from_eager_at_the_graph_output(runs, workdir)
     text = " ".join(graphdbg("diff", eager.run, compiled.run, cwd=workdir).stdout.split())
     assert f"output 0 differs at samples/divergence_faulty.py:{b['line']}" in text or \
         f"output 0 differs at {b['file']}:{b['line']}" in text
+
+
+@group("transformer")
+def test_a_run_whose_program_failed_says_so_in_the_heading(runs, workdir):
+    # nothing recorded in A because its program stopped, not because the runs agree
+    (workdir / "stops.py").write_text("import sys\nsys.exit(3)\n")
+    assert graphdbg("run", "-q", "-o", "stops.run", "stops.py", cwd=workdir).returncode == 3
+    compiled = runs.golden("transformer").ok()
+    proc = graphdbg("diff", "--json", "stops.run", compiled.run, cwd=workdir)
+    doc = json.loads(proc.stdout)
+    assert (doc["a"]["exit_status"], doc["b"]["exit_status"]) == (3, 0)
+    text = " ".join(graphdbg("diff", "stops.run", compiled.run, cwd=workdir).stdout.split())
+    assert "A=stops.run (its program exited 3, stance default, 0 graphs, 0 eager ops)" in text
+    assert "its program exited" not in text.split("B=", 1)[1].split(")", 1)[0]
+    assert ", 1 graph, " in text                       # B's one graph, in the singular
 
 
 def test_diff_refuses_foreign_file(workdir):
