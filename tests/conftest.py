@@ -35,6 +35,7 @@ SAMPLES = ROOT / "samples"
 SUPPORT = ROOT / "tests" / "support"
 PLAIN_RUN = SUPPORT / "plain_run.py"
 sys.path.insert(0, str(SUPPORT))
+import heap  # noqa: E402
 import pilot_waits  # noqa: E402
 # Subprocesses and in-process tests keep torch single-threaded: these
 # machines have 2 cores, and xdist runs two workers (set before torch loads).
@@ -316,6 +317,16 @@ class CliServer:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     CliServer.close()
+
+
+# The worker's long-lived heap is frozen at test boundaries, so that Python's
+# full collections stop walking torch's modules and caches (tests/support/heap.py)
+def pytest_collection_finish(session) -> None:
+    heap.freezer.freeze()
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    heap.freezer.after_test()
 
 
 class Runs:
