@@ -21,12 +21,13 @@ install: $(STAMP)
 # ignored by git).
 export PYTHONDONTWRITEBYTECODE :=
 
-# The bytecode of what is installed, compiled on every core (14 s here; pip
-# would compile on one, and uv not at all). Written even where
-# PYTHONDONTWRITEBYTECODE is set, as pip's would be: without them each import
-# of torch compiles it anew (4.4 s against 1.9 s). A file that does not
-# compile (a package's test data) is skipped, as pip skips it.
-BYTECODE = $(BIN)/python -m compileall -q -j 0 $(1) >/dev/null 2>&1 || true
+# The bytecode of graphdbg's runtime dependencies (torch, Textual, rich...),
+# compiled on every core, as pip would compile them (uv does not): without
+# it, where PYTHONDONTWRITEBYTECODE is set, each import of torch compiles it
+# anew (4.4 s against 1.9 s). The test extra's packages (transformers, pandas:
+# thousands of files, a few hundred imported) are compiled as the suite
+# imports them: about 10 s less set-up (tools/bytecode.py).
+BYTECODE = $(BIN)/python tools/bytecode.py
 
 # The venv is python's own (pip in it, for the user); its packages are
 # installed by uv (UV, installed by that pip):
@@ -43,7 +44,7 @@ $(STAMP): pyproject.toml constraints/oldest.txt constraints/tools.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	set -o pipefail; $(BIN)/python -m pip install -q '$(UV)' 2>&1 | { $(PIP_FILTER) || true; }
 	$(BIN)/uv pip install -q --python $(BIN)/python $(UV_FIND_LINKS_ARGS) -c constraints/oldest.txt -e '.[test]'
-	$(call BYTECODE,$(VENV))
+	$(BYTECODE)
 	touch $(STAMP)
 
 # Runs samples/demo.py under `graphdbg run` (a miscompiled tanh, a graph break,
