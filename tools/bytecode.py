@@ -44,8 +44,9 @@ def runtime_paths(root: str = "graphdbg") -> list[str]:
             if req.marker is None or req.marker.evaluate({"extra": ""}):
                 todo.append(req.name)
         if key != root:
+            # a file outside site-packages (`../../bin/...`) is a script, not a module
             paths.update(str(dist.locate_file(f.parts[0])) for f in dist.files or ()
-                         if f.suffix == ".py")
+                         if f.suffix == ".py" and f.parts[0] != "..")
     return sorted(paths)
 
 
