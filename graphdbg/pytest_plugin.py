@@ -434,9 +434,12 @@ class Summary:
             tr.write_line("")
         total = {k: sum(r[2][k] for r in rows) for k in ("graphs", "graph_breaks", "recompiles",
                                                          "divergences", "errors")}
-        tr.write_line(f"{len(rows)} test(s) recorded: {total['graphs']} graphs, "
-                      f"{total['graph_breaks']} graph breaks, {total['recompiles']} recompiles, "
-                      f"{total['divergences']} divergences, {total['errors']} errors")
+        def n(count: int, noun: str) -> str:
+            return f"{count} {noun}{'' if count == 1 else 's'}"
+        tr.write_line(f"{n(len(rows), 'test')} recorded: {n(total['graphs'], 'graph')}, "
+                      f"{n(total['graph_breaks'], 'graph break')}, "
+                      f"{n(total['recompiles'], 'recompile')}, "
+                      f"{n(total['divergences'], 'divergence')}, {n(total['errors'], 'error')}")
         noisy = [r for r in rows if r[2]["graph_breaks"] or r[2]["recompiles"]
                  or r[2]["divergences"] or r[2]["errors"]]
         width = min(max((len(r[0]) for r in rows), default=4), 70)
